@@ -1,0 +1,215 @@
+package contract
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+)
+
+// Adapter kinds a destination can use.
+const (
+	AdapterHTTP = "http"
+	AdapterSQL  = "sql"
+)
+
+// Destination is one configured target: where it is, how to reach it, and
+// its contract.
+type Destination struct {
+	Adapter string `json:"adapter"`
+
+	// http
+	URL       string `json:"url,omitempty"`
+	LookupURL string `json:"lookup_url,omitempty"`
+	Auth      *Auth  `json:"auth,omitempty"`
+
+	// sql
+	Driver string `json:"driver,omitempty"` // sqlite or pgx
+	DSN    string `json:"dsn,omitempty"`
+	Table  string `json:"table,omitempty"`
+
+	// RateLimit, when positive, caps this destination's attempts per second
+	// across all workers (a task queue of its own with a server-side limit).
+	RateLimit float64 `json:"rate_limit,omitempty"`
+
+	Contract Contract `json:"contract"`
+}
+
+// Auth names where a destination's credential lives on the worker; the
+// credential itself never enters config, workflow input or history.
+type Auth struct {
+	Header     string `json:"header"`           // e.g. Authorization
+	Scheme     string `json:"scheme,omitempty"` // e.g. Bearer
+	SecretEnv  string `json:"secret_env,omitempty"`
+	SecretFile string `json:"secret_file,omitempty"`
+}
+
+// Config is a destinations file.
+type Config struct {
+	Destinations map[string]Destination `json:"destinations"`
+}
+
+// Names lists the destinations in a stable order.
+func (c Config) Names() []string {
+	names := make([]string, 0, len(c.Destinations))
+	for n := range c.Destinations {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Contracts returns each destination's contract by name.
+func (c Config) Contracts() map[string]Contract {
+	m := make(map[string]Contract, len(c.Destinations))
+	for n, d := range c.Destinations {
+		m[n] = d.Contract
+	}
+	return m
+}
+
+// Load reads and checks a destinations file; see Parse.
+func Load(path string) (Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("destinations file: %w", err)
+	}
+	cfg, err := Parse(b)
+	if err != nil {
+		return Config{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// Parse reads a destinations file strictly: unknown fields, unknown dedup
+// kinds and unbounded retries are errors, reported with their line and the
+// destination they belong to. Defaults are filled in for optional fields.
+func Parse(b []byte) (Config, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var cfg Config
+	if err := dec.Decode(&cfg); err != nil {
+		return Config{}, fmt.Errorf("line %d: %w", lineAt(b, dec.InputOffset(), err), err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return Config{}, errors.New("trailing data after the destinations object")
+	}
+	if len(cfg.Destinations) == 0 {
+		return Config{}, errors.New(`no destinations: the file needs {"destinations": {"name": {...}}}`)
+	}
+	var errs []error
+	for _, name := range cfg.Names() {
+		d := cfg.Destinations[name]
+		d.Contract = d.Contract.WithDefaults()
+		cfg.Destinations[name] = d
+		if err := d.validate(); err != nil {
+			errs = append(errs, fmt.Errorf("destination %q (line %d): %w", name, lineOfKey(b, name), err))
+		}
+	}
+	return cfg, errors.Join(errs...)
+}
+
+func (d Destination) validate() error {
+	var errs []error
+	switch d.Adapter {
+	case AdapterHTTP:
+		if d.URL == "" {
+			errs = append(errs, errors.New("url: required for adapter http"))
+		}
+		if d.Contract.Dedup == DedupLookup && d.LookupURL == "" {
+			errs = append(errs, errors.New("lookup_url: required for dedup lookup"))
+		}
+		if d.Contract.Dedup == DedupUniqueCommit {
+			errs = append(errs, errors.New("contract.dedup: unique-commit needs adapter sql"))
+		}
+	case AdapterSQL:
+		if d.Driver != "sqlite" && d.Driver != "pgx" {
+			errs = append(errs, fmt.Errorf("driver: %q unknown; use sqlite or pgx", d.Driver))
+		}
+		if d.DSN == "" {
+			errs = append(errs, errors.New("dsn: required for adapter sql"))
+		}
+		if d.Contract.Dedup != DedupUniqueCommit {
+			errs = append(errs, fmt.Errorf("contract.dedup: adapter sql always deduplicates by a UNIQUE key; declare unique-commit, not %q", d.Contract.Dedup))
+		}
+	case "":
+		errs = append(errs, errors.New("adapter: missing; use http or sql"))
+	default:
+		errs = append(errs, fmt.Errorf("adapter: %q unknown; use http or sql", d.Adapter))
+	}
+	if a := d.Auth; a != nil {
+		if a.Header == "" {
+			errs = append(errs, errors.New("auth.header: required"))
+		}
+		if (a.SecretEnv == "") == (a.SecretFile == "") {
+			errs = append(errs, errors.New("auth: set exactly one of secret_env or secret_file"))
+		}
+	}
+	if d.RateLimit < 0 {
+		errs = append(errs, errors.New("rate_limit: must not be negative"))
+	}
+	if err := d.Contract.Validate(); err != nil {
+		errs = append(errs, prefixed("contract.", err))
+	}
+	return errors.Join(errs...)
+}
+
+// Secret reads the destination's credential from the worker's environment or
+// file, failing with the variable or path to set.
+func (a *Auth) Secret() (string, error) {
+	if a.SecretEnv != "" {
+		v, ok := os.LookupEnv(a.SecretEnv)
+		if !ok || v == "" {
+			return "", fmt.Errorf("auth.secret_env: environment variable %s is not set", a.SecretEnv)
+		}
+		return v, nil
+	}
+	b, err := os.ReadFile(a.SecretFile)
+	if err != nil {
+		return "", fmt.Errorf("auth.secret_file: %w", err)
+	}
+	v := strings.TrimSpace(string(b))
+	if v == "" {
+		return "", fmt.Errorf("auth.secret_file: %s is empty", a.SecretFile)
+	}
+	return v, nil
+}
+
+func prefixed(prefix string, err error) error {
+	var errs []error
+	for _, line := range strings.Split(err.Error(), "\n") {
+		errs = append(errs, errors.New(prefix+line))
+	}
+	return errors.Join(errs...)
+}
+
+// lineAt finds the line of a decode error: syntax and type errors carry an
+// offset; for others the decoder's position is close enough.
+func lineAt(b []byte, offset int64, err error) int {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		offset = syn.Offset
+	case errors.As(err, &typ):
+		offset = typ.Offset
+	}
+	offset = min(offset, int64(len(b)))
+	return bytes.Count(b[:offset], []byte("\n")) + 1
+}
+
+func lineOfKey(b []byte, name string) int {
+	quoted, _ := json.Marshal(name)
+	i := bytes.Index(b, append(quoted, ':'))
+	if i < 0 {
+		i = bytes.Index(b, quoted)
+	}
+	if i < 0 {
+		return 0
+	}
+	return bytes.Count(b[:i], []byte("\n")) + 1
+}

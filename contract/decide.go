@@ -1,0 +1,84 @@
+package contract
+
+// Class is what one attempt's result says about the effect at the destination.
+// Adapters map their transport's facts (HTTP status, SQL error, timeouts) onto
+// these; Next decides what they mean for a destination's contract.
+type Class string
+
+const (
+	// ClassCreated: a receipt for a new effect.
+	ClassCreated Class = "created"
+	// ClassReplayed: the destination recognised the key and returned the
+	// first receipt (a replay marker, or a unique violation with the same
+	// fingerprint).
+	ClassReplayed Class = "replayed"
+	// ClassNotSent: nothing reached the destination (dial refused, DNS, TLS
+	// before the request was written).
+	ClassNotSent Class = "not_sent"
+	// ClassUnknown: the request was, or may have been, written and no answer
+	// came back (timeout, reset, crashed worker).
+	ClassUnknown Class = "unknown_outcome"
+	// ClassInFlight: 409, the same key is being processed right now.
+	ClassInFlight Class = "in_flight"
+	// ClassConflict: the key was used before with another payload.
+	ClassConflict Class = "conflict"
+	// ClassRejected: the destination refused the request (validation, other
+	// 4xx); nothing was applied and the key is not consumed.
+	ClassRejected Class = "rejected"
+	// ClassThrottled: 429 or 503, the destination says nothing was applied.
+	ClassThrottled Class = "throttled"
+	// ClassServerError: any other 5xx; the effect may or may not exist.
+	ClassServerError Class = "server_error"
+)
+
+// Step is what the workflow does after an attempt.
+type Step string
+
+const (
+	StepCreated   Step = "created"   // finish: created
+	StepDuplicate Step = "duplicate" // finish: duplicate, with the first receipt
+	StepConflict  Step = "conflict"  // finish: conflict, no retry
+	StepRejected  Step = "rejected"  // finish: rejected, no retry
+	StepRetry     Step = "retry"     // another attempt with the same key, within budget
+	StepLookup    Step = "lookup"    // reconcile by lookup before any retry
+	StepReview    Step = "review"    // stop and wait for a human decision
+)
+
+// Next is the single table behind every delivery decision (see DESIGN.md):
+// what an attempt of class cl means for a destination with this contract.
+// keyExpired is true once the destination's key retention has passed since
+// the first attempt; from then on its dedup can no longer be trusted.
+func (c Contract) Next(cl Class, keyExpired bool) Step {
+	switch cl {
+	case ClassCreated:
+		return StepCreated
+	case ClassReplayed:
+		return StepDuplicate
+	case ClassConflict:
+		return StepConflict
+	case ClassRejected:
+		return StepRejected
+	case ClassNotSent, ClassThrottled, ClassInFlight:
+		return StepRetry // nothing was applied: safe with any contract
+	case ClassUnknown, ClassServerError:
+		return c.afterUncertain(cl, keyExpired)
+	}
+	// An unclassified result is treated as the worst case: it may have applied.
+	return c.afterUncertain(ClassUnknown, keyExpired)
+}
+
+// afterUncertain is the row of the table that this project exists for: the
+// effect may exist, so only a destination that can deduplicate is retried.
+func (c Contract) afterUncertain(cl Class, keyExpired bool) Step {
+	switch c.Dedup {
+	case DedupKey, DedupUniqueCommit:
+		if keyExpired {
+			return StepReview
+		}
+		return StepRetry
+	case DedupLookup:
+		return StepLookup
+	default: // DedupNone: never a blind retry
+		return StepReview
+	}
+}
