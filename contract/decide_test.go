@@ -1,0 +1,48 @@
+package contract
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestNext checks DESIGN.md's table row by row, for every dedup kind.
+func TestNext(t *testing.T) {
+	type row struct {
+		class                     Class
+		key, unique, lookup, none Step
+		expiredKey, expiredUnique Step
+	}
+	rows := []row{
+		{ClassCreated, StepCreated, StepCreated, StepCreated, StepCreated, StepCreated, StepCreated},
+		{ClassReplayed, StepDuplicate, StepDuplicate, StepDuplicate, StepDuplicate, StepDuplicate, StepDuplicate},
+		{ClassNotSent, StepRetry, StepRetry, StepRetry, StepRetry, StepRetry, StepRetry},
+		{ClassUnknown, StepRetry, StepRetry, StepLookup, StepReview, StepReview, StepReview},
+		{ClassInFlight, StepRetry, StepRetry, StepRetry, StepRetry, StepRetry, StepRetry},
+		{ClassConflict, StepConflict, StepConflict, StepConflict, StepConflict, StepConflict, StepConflict},
+		{ClassRejected, StepRejected, StepRejected, StepRejected, StepRejected, StepRejected, StepRejected},
+		{ClassThrottled, StepRetry, StepRetry, StepRetry, StepRetry, StepRetry, StepRetry},
+		{ClassServerError, StepRetry, StepRetry, StepLookup, StepReview, StepReview, StepReview},
+		{Class("something new"), StepRetry, StepRetry, StepLookup, StepReview, StepReview, StepReview},
+	}
+	for _, r := range rows {
+		t.Run(string(r.class), func(t *testing.T) {
+			next := func(d Dedup, expired bool) Step { return Contract{Dedup: d}.Next(r.class, expired) }
+			require.Equal(t, r.key, next(DedupKey, false), "key")
+			require.Equal(t, r.unique, next(DedupUniqueCommit, false), "unique-commit")
+			require.Equal(t, r.lookup, next(DedupLookup, false), "lookup")
+			require.Equal(t, r.none, next(DedupNone, false), "none")
+			require.Equal(t, r.expiredKey, next(DedupKey, true), "key past retention")
+			require.Equal(t, r.expiredUnique, next(DedupUniqueCommit, true), "unique-commit past retention")
+		})
+	}
+}
+
+func TestRetryInterval(t *testing.T) {
+	r := Retry{InitialInterval: Duration(1e9), MaxInterval: Duration(5e9), Backoff: 2}
+	got := []int64{}
+	for n := 1; n <= 5; n++ {
+		got = append(got, int64(r.Interval(n)/1e9))
+	}
+	require.Equal(t, []int64{1, 2, 4, 5, 5}, got)
+}
