@@ -1,0 +1,84 @@
+package httpdest
+
+import (
+	"bytes"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/abde64c9/courier/contract"
+)
+
+// classify maps an HTTP answer onto a contract.Class: the one place where a
+// status code gets its meaning. contract.Next then decides what to do.
+func classify(status int, h http.Header, body []byte, m *contract.ReplayMarker) contract.Class {
+	switch {
+	case status >= 200 && status < 300:
+		if replayed(status, h, m) {
+			return contract.ClassReplayed
+		}
+		return contract.ClassCreated
+	case (status == http.StatusConflict || status == http.StatusUnprocessableEntity) && keyReused(body):
+		return contract.ClassConflict
+	case status == http.StatusConflict:
+		return contract.ClassInFlight
+	case status == http.StatusRequestTimeout:
+		// The server gave up on the request; whether it had started on the
+		// effect is not said.
+		return contract.ClassUnknown
+	case status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable:
+		return contract.ClassThrottled
+	case status >= 400 && status < 500:
+		return contract.ClassRejected
+	case status >= 500:
+		return contract.ClassServerError
+	}
+	// 1xx and 3xx (redirects are not followed): no receipt, and nothing
+	// says the effect did not happen.
+	return contract.ClassUnknown
+}
+
+func replayed(status int, h http.Header, m *contract.ReplayMarker) bool {
+	switch {
+	case m == nil:
+		return false
+	case m.Header != "":
+		v := h.Values(m.Header)
+		if m.Value == "" {
+			return len(v) > 0
+		}
+		for _, x := range v {
+			if strings.EqualFold(strings.TrimSpace(x), m.Value) {
+				return true
+			}
+		}
+		return false
+	default:
+		return status == m.Status
+	}
+}
+
+// keyReused reports whether an error body says the key was used before with
+// another payload: "key_reused", "idempotency_key_reused", any case.
+func keyReused(body []byte) bool {
+	return bytes.Contains(bytes.ToLower(body), []byte("key_reused"))
+}
+
+// retryAfter reads a Retry-After header: delay-seconds or an HTTP date.
+func retryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if s <= 0 {
+			return 0
+		}
+		return time.Duration(min(s, int64(contract.MaxDeadline/time.Second))) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}

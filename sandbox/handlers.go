@@ -1,0 +1,290 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+)
+
+type receipt struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+}
+
+func created(id string) receipt { return receipt{ID: id, Status: "created"} }
+
+type apiError struct {
+	Error string `json:"error"`
+	Field string `json:"field,omitempty"`
+}
+
+// handleCreate is POST /{dest}/tickets. The order of checks is the order a
+// real provider would run them: availability, validation, the key's state,
+// then the write.
+func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
+	dest := r.PathValue("dest")
+	mode, ok := s.modes[dest]
+	if !ok {
+		writeJSON(w, http.StatusNotFound, apiError{Error: "unknown_destination"})
+		return
+	}
+	n, fault := s.arrive(dest)
+	key := r.Header.Get(KeyHeader)
+	entry := RequestLog{Request: n}
+	if key != "" {
+		entry.Key = &key
+	}
+	done := func(res Result, write, cacheHit bool) {
+		entry.Result, entry.Write, entry.CacheHit = res, write, cacheHit
+		s.record(dest, entry)
+	}
+	faultIs := func(k FaultKind) bool { return fault != nil && fault.Kind == k }
+
+	if faultIs(FaultFail503) {
+		done(ResultUnavailable, false, false)
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: "unavailable"})
+		return
+	}
+
+	// Read the whole body before any hang-up, so closing the connection sends
+	// a clean FIN rather than a reset over unread bytes.
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		done(ResultValidationRejected, false, false)
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			writeJSON(w, http.StatusRequestEntityTooLarge, apiError{Error: "too_large"})
+		}
+		return // otherwise the client is gone
+	}
+	payload, hash, ok := canonicalTicket(body)
+	if !ok {
+		done(ResultValidationRejected, false, false)
+		writeJSON(w, http.StatusUnprocessableEntity, apiError{Error: "validation", Field: "subject"})
+		return
+	}
+
+	dedup := mode == ModeHonoursKeys && key != ""
+	release := func() {}
+	if dedup {
+		if !s.claim(dest, key) {
+			done(ResultInFlight, false, false)
+			writeJSON(w, http.StatusConflict, apiError{Error: "idempotency_key_in_flight"})
+			return
+		}
+		release = sync.OnceFunc(func() { s.release(dest, key) })
+		defer release()
+	}
+
+	if faultIs(FaultDelayBeforeCommit) {
+		done(ResultDelayedThenClosed, false, false)
+		s.sleep(r.Context(), fault.Delay)
+		release() // before the hang-up, which the client may answer with a retry
+		hangUp(w)
+		return
+	}
+
+	storedKey := key
+	if mode == ModeIgnoresKeys || mode == ModeNoKeys {
+		storedKey = ""
+	}
+	// Once the request is read it is applied, as by a real server: a client
+	// that gives up mid-transaction must not roll the effect back.
+	id, prior, err := s.store.create(context.WithoutCancel(r.Context()), dest, storedKey, dedup, payload, hash)
+	release() // committed: a repeat now gets the replay, not 409
+	if err != nil {
+		slog.Error("sandbox: create ticket", "destination", dest, "error", err)
+		writeJSON(w, http.StatusInternalServerError, apiError{Error: "internal"})
+		return
+	}
+	if prior != nil {
+		if prior.hash != hash {
+			done(ResultKeyReused, false, false)
+			writeJSON(w, http.StatusUnprocessableEntity, apiError{Error: "idempotency_key_reused"})
+			return
+		}
+		done(ResultCachedReceipt, false, true)
+		w.Header().Set(ReplayedHeader, "true")
+		writeJSON(w, http.StatusOK, created(prior.ticketID))
+		return
+	}
+
+	switch {
+	case faultIs(FaultCloseAfterCommit):
+		done(ResultWrittenThenClosed, true, false)
+		hangUp(w)
+	case faultIs(FaultDelayAfterCommit):
+		done(ResultWrittenThenDelayed, true, false)
+		s.sleep(r.Context(), fault.Delay)
+		writeJSON(w, http.StatusCreated, created(id))
+	default:
+		done(ResultWrittenThenReceipt, true, false)
+		writeJSON(w, http.StatusCreated, created(id))
+	}
+}
+
+// hangUp closes the connection without writing a byte of response.
+func hangUp(w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		// Not hijackable (HTTP/2): aborting the handler resets the stream,
+		// still without a response.
+		panic(http.ErrAbortHandler)
+	}
+	conn.Close()
+}
+
+// canonicalTicket checks the body is a JSON object with a non-empty string
+// "subject" and returns its compact form with sorted keys and that form's
+// SHA-256. Good enough for a sandbox; Courier's own fingerprint is RFC 8785.
+func canonicalTicket(body []byte) ([]byte, string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber() // keep numbers exactly as sent
+	var obj map[string]any
+	if err := dec.Decode(&obj); err != nil || obj == nil {
+		return nil, "", false
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, "", false
+	}
+	if subject, _ := obj["subject"].(string); subject == "" {
+		return nil, "", false
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(obj); err != nil {
+		return nil, "", false
+	}
+	c := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	sum := sha256.Sum256(c)
+	return c, hex.EncodeToString(sum[:]), true
+}
+
+// handleLookup is GET /{dest}/tickets?key=K, for lookup destinations only: a
+// 404 from any other destination would wrongly read as "no such effect".
+func (s *Server) handleLookup(w http.ResponseWriter, r *http.Request) {
+	dest := r.PathValue("dest")
+	mode, ok := s.modes[dest]
+	if !ok {
+		writeJSON(w, http.StatusNotFound, apiError{Error: "unknown_destination"})
+		return
+	}
+	if mode != ModeLookup {
+		writeJSON(w, http.StatusMethodNotAllowed, apiError{Error: "lookup_not_supported"})
+		return
+	}
+	key := r.URL.Query().Get("key")
+	if key == "" {
+		writeJSON(w, http.StatusBadRequest, apiError{Error: "validation", Field: "key"})
+		return
+	}
+	id, err := s.store.findByKey(r.Context(), dest, key)
+	if err != nil {
+		slog.Error("sandbox: lookup", "destination", dest, "error", err)
+		writeJSON(w, http.StatusInternalServerError, apiError{Error: "internal"})
+		return
+	}
+	if id == "" {
+		writeJSON(w, http.StatusNotFound, apiError{Error: "not_found"})
+		return
+	}
+	writeJSON(w, http.StatusOK, created(id))
+}
+
+// faultRequest is the body of POST /admin/faults.
+type faultRequest struct {
+	Destination string    `json:"destination"`
+	Fault       FaultKind `json:"fault"`
+	Count       int       `json:"count"`
+	Delay       string    `json:"delay"`
+}
+
+func (s *Server) handleFaults(w http.ResponseWriter, r *http.Request) {
+	var fr faultRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&fr); err != nil {
+		writeJSON(w, http.StatusBadRequest, apiError{Error: fmt.Sprintf("fault: %v", err)})
+		return
+	}
+	if !s.known(w, fr.Destination) {
+		return
+	}
+	f := Fault{Kind: fr.Fault, Count: fr.Count}
+	if fr.Delay != "" {
+		d, err := time.ParseDuration(fr.Delay)
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, apiError{Error: fmt.Sprintf("fault: delay: %v", err)})
+			return
+		}
+		f.Delay = d
+	}
+	if err := s.Inject(fr.Destination, f); err != nil {
+		writeJSON(w, http.StatusBadRequest, apiError{Error: err.Error()})
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) handleRecords(w http.ResponseWriter, r *http.Request) {
+	dest := r.URL.Query().Get("destination")
+	if !s.known(w, dest) {
+		return
+	}
+	recs, err := s.store.records(r.Context(), dest)
+	if err != nil {
+		slog.Error("sandbox: records", "destination", dest, "error", err)
+		writeJSON(w, http.StatusInternalServerError, apiError{Error: "internal"})
+		return
+	}
+	writeJSON(w, http.StatusOK, recs)
+}
+
+func (s *Server) handleRequests(w http.ResponseWriter, r *http.Request) {
+	dest := r.URL.Query().Get("destination")
+	if !s.known(w, dest) {
+		return
+	}
+	writeJSON(w, http.StatusOK, s.Requests(dest))
+}
+
+func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
+	dest := r.URL.Query().Get("destination")
+	if !s.known(w, dest) {
+		return
+	}
+	if err := s.Reset(dest); err != nil {
+		slog.Error("sandbox: reset", "destination", dest, "error", err)
+		writeJSON(w, http.StatusInternalServerError, apiError{Error: "internal"})
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// known answers 404 for an unknown destination.
+func (s *Server) known(w http.ResponseWriter, dest string) bool {
+	if _, ok := s.modes[dest]; !ok {
+		writeJSON(w, http.StatusNotFound, apiError{Error: "unknown_destination"})
+		return false
+	}
+	return true
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	if err := json.NewEncoder(w).Encode(v); err != nil {
+		slog.Debug("sandbox: write response", "error", err)
+	}
+}

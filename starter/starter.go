@@ -1,0 +1,304 @@
+// Package starter is what services import to start deliveries, and what
+// operators use to review them: start or join, review, status, list.
+package starter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/abde64c9/courier/workflows"
+)
+
+// Client starts and reviews deliveries through a Temporal client.
+type Client struct {
+	c client.Client
+	// PollInterval is how often a waiting Deliver checks whether the delivery
+	// stopped for review.
+	PollInterval time.Duration
+}
+
+// New wraps a connected Temporal client.
+func New(c client.Client) *Client { return &Client{c: c, PollInterval: 500 * time.Millisecond} }
+
+// InvalidRequestError is a request refused before anything was sent.
+type InvalidRequestError struct{ Err error }
+
+func (e *InvalidRequestError) Error() string { return "invalid request: " + e.Err.Error() }
+func (e *InvalidRequestError) Unwrap() error { return e.Err }
+
+// ConflictError: the operation was already started with another payload.
+// Nothing was sent for this request.
+type ConflictError struct {
+	Key                 string
+	ExistingFingerprint string
+	RequestFingerprint  string
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("conflict: delivery %s was started with another payload (fingerprint %s, this request %s); nothing was sent",
+		e.Key, short(e.ExistingFingerprint), short(e.RequestFingerprint))
+}
+
+// ErrUnknownKey: no delivery has this key.
+var ErrUnknownKey = errors.New("no delivery with this key")
+
+// Handle names a started (or joined) delivery.
+type Handle struct {
+	Key         string
+	Fingerprint string
+	WorkflowID  string
+	RunID       string
+	// Joined is true when the operation had been started before with the
+	// same payload: this request sent nothing.
+	Joined bool
+}
+
+// Start starts the delivery of in, or joins the one already started for the
+// same operation. It validates in first: a bad request sends nothing.
+func (s *Client) Start(ctx context.Context, in workflows.DeliveryInput) (Handle, error) {
+	if err := in.Validate(); err != nil {
+		return Handle{}, &InvalidRequestError{err}
+	}
+	fp, err := workflows.Fingerprint(in.Payload)
+	if err != nil {
+		return Handle{}, &InvalidRequestError{err}
+	}
+	key := workflows.Key(in.Operation)
+	h := Handle{Key: key, Fingerprint: fp, WorkflowID: workflows.WorkflowID(key)}
+	run, err := s.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:        h.WorkflowID,
+		TaskQueue: workflows.TaskQueue,
+		// One run per operation, ever (within the namespace's retention): a
+		// second start joins the first instead.
+		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			workflows.OperationSearchAttributes(in.Operation, key, workflows.StateDelivering)...),
+		Memo:          map[string]any{workflows.MemoFingerprint: fp},
+		StaticSummary: Summary(in.Operation),
+	}, workflows.WorkflowType, in)
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	switch {
+	case err == nil:
+		h.RunID = run.GetRunID()
+		return h, nil
+	case errors.As(err, &started):
+		return s.join(ctx, h, started.RunId)
+	}
+	return Handle{}, fmt.Errorf("start delivery %s: %w", key, err)
+}
+
+// join compares the running or finished delivery's fingerprint with ours.
+func (s *Client) join(ctx context.Context, h Handle, runID string) (Handle, error) {
+	desc, err := s.c.DescribeWorkflowExecution(ctx, h.WorkflowID, runID)
+	if err != nil {
+		return Handle{}, fmt.Errorf("describe delivery %s: %w", h.Key, err)
+	}
+	var existing string
+	if p := desc.GetWorkflowExecutionInfo().GetMemo().GetFields()[workflows.MemoFingerprint]; p != nil {
+		if err := converter.GetDefaultDataConverter().FromPayload(p, &existing); err != nil {
+			return Handle{}, fmt.Errorf("read fingerprint of delivery %s: %w", h.Key, err)
+		}
+	}
+	if existing != h.Fingerprint {
+		return Handle{}, &ConflictError{Key: h.Key, ExistingFingerprint: existing, RequestFingerprint: h.Fingerprint}
+	}
+	h.RunID, h.Joined = runID, true
+	return h, nil
+}
+
+// Deliver starts or joins the delivery of in and waits until it finishes or
+// stops for review (State awaiting_review). A joined delivery that had
+// delivered reports status duplicate with the first delivery's receipt.
+func (s *Client) Deliver(ctx context.Context, in workflows.DeliveryInput) (workflows.DeliveryStatus, error) {
+	h, err := s.Start(ctx, in)
+	if err != nil {
+		return workflows.DeliveryStatus{}, err
+	}
+	st, err := s.Wait(ctx, h.Key)
+	if err != nil {
+		return st, err
+	}
+	if h.Joined {
+		switch st.Status {
+		case workflows.StatusCreated, workflows.StatusDuplicate, workflows.StatusDeliveredByReview:
+			st.Status, st.State = workflows.StatusDuplicate, workflows.State(workflows.StatusDuplicate)
+		}
+	}
+	return st, nil
+}
+
+// Wait waits for the delivery with this key to finish or to stop for review.
+func (s *Client) Wait(ctx context.Context, key string) (workflows.DeliveryStatus, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		res workflows.DeliveryResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		r.err = s.c.GetWorkflow(ctx, workflows.WorkflowID(key), "").Get(ctx, &r.res)
+		done <- r
+	}()
+	tick := time.NewTicker(s.PollInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case r := <-done:
+			if r.err != nil {
+				return workflows.DeliveryStatus{}, notFound(key, r.err)
+			}
+			return workflows.DeliveryStatus{State: workflows.State(r.res.Status), DeliveryResult: r.res}, nil
+		case <-tick.C:
+			st, err := s.Status(ctx, key)
+			if err == nil && st.State == workflows.StateAwaitingReview {
+				return st, nil
+			}
+		case <-ctx.Done():
+			return workflows.DeliveryStatus{}, ctx.Err()
+		}
+	}
+}
+
+// Status returns the delivery's current status (running or finished).
+func (s *Client) Status(ctx context.Context, key string) (workflows.DeliveryStatus, error) {
+	var st workflows.DeliveryStatus
+	v, err := s.c.QueryWorkflow(ctx, workflows.WorkflowID(key), "", workflows.QueryStatus)
+	if err != nil {
+		return st, notFound(key, err)
+	}
+	if err := v.Get(&st); err != nil {
+		return st, fmt.Errorf("decode status of %s: %w", key, err)
+	}
+	if st.Status != "" {
+		st.State = workflows.State(st.Status)
+	}
+	return st, nil
+}
+
+// Review sends a review decision through the validated update: a malformed
+// decision, or one for a delivery not awaiting review, is refused with the
+// reason and changes nothing.
+func (s *Client) Review(ctx context.Context, key string, d workflows.ReviewDecision) (workflows.ReviewRecord, error) {
+	var rec workflows.ReviewRecord
+	if err := d.Validate(); err != nil {
+		return rec, &InvalidRequestError{err}
+	}
+	h, err := s.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   workflows.WorkflowID(key),
+		UpdateName:   workflows.UpdateReview,
+		Args:         []any{d},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		return rec, s.reviewError(ctx, key, err)
+	}
+	if err := h.Get(ctx, &rec); err != nil {
+		return rec, s.reviewError(ctx, key, err)
+	}
+	return rec, nil
+}
+
+func (s *Client) reviewError(ctx context.Context, key string, err error) error {
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		// The delivery may exist and be closed; say which.
+		if desc, derr := s.c.DescribeWorkflowExecution(ctx, workflows.WorkflowID(key), ""); derr == nil {
+			return fmt.Errorf("delivery %s is closed (%s): there is nothing to review",
+				key, desc.GetWorkflowExecutionInfo().GetStatus())
+		}
+		return fmt.Errorf("%w: %s", ErrUnknownKey, key)
+	}
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		return fmt.Errorf("review refused: %s", app.Message())
+	}
+	return fmt.Errorf("review %s: %w", key, err)
+}
+
+// Delivery is one line of a listing.
+type Delivery struct {
+	Key         string    `json:"key"`
+	Destination string    `json:"destination"`
+	Operation   string    `json:"operation"`
+	BusinessID  string    `json:"business_id"`
+	State       string    `json:"state"`
+	Started     time.Time `json:"started"`
+	WorkflowID  string    `json:"workflow_id"`
+}
+
+// ListAwaitingReview lists the deliveries waiting for a decision.
+func (s *Client) ListAwaitingReview(ctx context.Context) ([]Delivery, error) {
+	return s.List(ctx, string(workflows.StateAwaitingReview))
+}
+
+// List lists deliveries, all or those in one state, newest first, through
+// the visibility store (it lags the workflows by a moment).
+func (s *Client) List(ctx context.Context, state string) ([]Delivery, error) {
+	q := fmt.Sprintf("WorkflowType = %q", workflows.WorkflowType)
+	if state != "" {
+		q += fmt.Sprintf(" AND %s = %q", workflows.SAState.GetName(), state)
+	}
+	var out []Delivery
+	var token []byte
+	for {
+		resp, err := s.c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q, NextPageToken: token})
+		if err != nil {
+			return nil, fmt.Errorf("list deliveries: %w", err)
+		}
+		for _, e := range resp.Executions {
+			fields := e.GetSearchAttributes().GetIndexedFields()
+			get := func(k temporal.SearchAttributeKeyKeyword) string {
+				var v string
+				if p := fields[k.GetName()]; p != nil {
+					_ = converter.GetDefaultDataConverter().FromPayload(p, &v)
+				}
+				return v
+			}
+			out = append(out, Delivery{
+				Key: get(workflows.SAKey), Destination: get(workflows.SADestination),
+				Operation: get(workflows.SAOperation), BusinessID: get(workflows.SABusinessID),
+				State: get(workflows.SAState), Started: e.GetStartTime().AsTime(),
+				WorkflowID: e.GetExecution().GetWorkflowId(),
+			})
+		}
+		if token = resp.NextPageToken; len(token) == 0 {
+			return out, nil
+		}
+	}
+}
+
+// Summary is the web UI's one-line summary of a delivery.
+func Summary(op workflows.Operation) string {
+	s := fmt.Sprintf("%s → %s · %s", op.Operation, op.Destination, op.BusinessID)
+	if op.Tenant != "" {
+		s += " (" + op.Tenant + ")"
+	}
+	return s
+}
+
+func notFound(key string, err error) error {
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return fmt.Errorf("%w: %s", ErrUnknownKey, key)
+	}
+	return err
+}
+
+func short(fp string) string {
+	if len(fp) > 12 {
+		return fp[:12]
+	}
+	return fp
+}

@@ -1,0 +1,119 @@
+package testsuite
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strings"
+
+	"github.com/abde64c9/courier/activities"
+	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/sandbox"
+	"github.com/abde64c9/courier/worker"
+	"github.com/abde64c9/courier/workflows"
+)
+
+// Env is the real destinations of the fault cases: the sandbox ticket
+// service on a loopback port and the SQLite ledger, with the adapters a
+// worker would use. Effects are counted from their own stores.
+type Env struct {
+	Sandbox    *sandbox.Server
+	SandboxURL string
+	LedgerPath string
+	Config     contract.Config
+	Adapters   *worker.Adapters
+	Activities *activities.Activities
+
+	http *httptest.Server
+}
+
+// NewEnv starts the destinations with their data files under dir.
+func NewEnv(dir string) (*Env, error) {
+	sb, err := sandbox.Open(filepath.Join(dir, "sandbox.db"), sandbox.DefaultModes())
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	e := &Env{Sandbox: sb, LedgerPath: filepath.Join(dir, "ledger.db")}
+	e.http = httptest.NewServer(sb.Handler())
+	e.SandboxURL = e.http.URL
+	e.Config = Destinations(e.SandboxURL, e.LedgerPath)
+	if e.Adapters, err = worker.OpenAdapters(e.Config); err != nil {
+		e.Close()
+		return nil, err
+	}
+	e.Activities = &activities.Activities{Adapters: e.Adapters.ByName}
+	return e, nil
+}
+
+// Close stops the destinations.
+func (e *Env) Close() {
+	if e.Adapters != nil {
+		_ = e.Adapters.Close()
+	}
+	e.http.CloseClientConnections()
+	e.http.Close()
+	_ = e.Sandbox.Close()
+}
+
+// Effects counts the effects the destination stored for one business id.
+func (e *Env) Effects(dest, businessID string) (int, error) {
+	if d := e.Config.Destinations[dest]; d.Adapter == contract.AdapterSQL {
+		rows, err := e.Adapters.SQL(dest).Rows(context.Background())
+		if err != nil {
+			return 0, err
+		}
+		n := 0
+		for _, r := range rows {
+			if r.BusinessID == businessID {
+				n++
+			}
+		}
+		return n, nil
+	}
+	recs, err := e.Sandbox.Records(sandboxPath(e.Config.Destinations[dest]))
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, r := range recs {
+		var p struct {
+			RequestID string `json:"request_id"`
+		}
+		if json.Unmarshal(r.Payload, &p) == nil && p.RequestID == businessID {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// Inject stages a fault at the sandbox service behind a destination.
+func (e *Env) Inject(dest string, f sandbox.Fault) error {
+	return e.Sandbox.Inject(sandboxPath(e.Config.Destinations[dest]), f)
+}
+
+// sandboxPath is the sandbox destination a configured URL points at:
+// ".../{path}/tickets".
+func sandboxPath(d contract.Destination) string {
+	u, err := url.Parse(d.URL)
+	if err != nil {
+		return ""
+	}
+	return strings.Split(strings.Trim(u.Path, "/"), "/")[0]
+}
+
+// Ticket is a sandbox payload for one business id.
+func Ticket(businessID, subject string) json.RawMessage {
+	b, _ := json.Marshal(map[string]string{"request_id": businessID, "subject": subject})
+	return b
+}
+
+// Input is a delivery of payload for (acme, dest, create-ticket, id).
+func Input(dest, id string, payload json.RawMessage) workflows.DeliveryInput {
+	return workflows.DeliveryInput{
+		Operation: workflows.Operation{Tenant: "acme", Destination: dest, Operation: "create-ticket", BusinessID: id},
+		Payload:   payload,
+	}
+}

@@ -1,0 +1,205 @@
+package testsuite
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/stretchr/testify/suite"
+	sdktest "go.temporal.io/sdk/testsuite"
+
+	"github.com/abde64c9/courier/activities"
+	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/worker"
+	"github.com/abde64c9/courier/workflows"
+)
+
+// ReviewSuite drives the review paths with signals and updates sent from
+// delayed callbacks, against a real lost response at the legacy (no keys)
+// destination.
+type ReviewSuite struct {
+	suite.Suite
+	sdktest.WorkflowTestSuite
+	dest *Env
+	env  *sdktest.TestWorkflowEnvironment
+	id   string
+}
+
+func TestReview(t *testing.T) { suite.Run(t, new(ReviewSuite)) }
+
+func (s *ReviewSuite) SetupTest() {
+	var err error
+	s.dest, err = NewEnv(s.T().TempDir())
+	s.Require().NoError(err)
+	s.env = s.NewTestWorkflowEnvironment()
+	s.id = "review-" + s.T().Name()
+	s.Require().NoError(s.dest.Inject(DestLegacy, closeAfterCommit(1)))
+}
+
+func (s *ReviewSuite) TearDownTest() {
+	s.env.AssertExpectations(s.T())
+	s.dest.Close()
+}
+
+func (s *ReviewSuite) start(cfg contract.Config) workflows.DeliveryResult {
+	worker.Register(s.env, cfg, s.dest.Activities)
+	s.env.ExecuteWorkflow(workflows.WorkflowType, Input(DestLegacy, s.id, Ticket(s.id, "Move the workshop booking")))
+	s.Require().True(s.env.IsWorkflowCompleted())
+	s.Require().NoError(s.env.GetWorkflowError())
+	var res workflows.DeliveryResult
+	s.Require().NoError(s.env.GetWorkflowResult(&res))
+	return res
+}
+
+func (s *ReviewSuite) at(d time.Duration, fn func()) { s.env.RegisterDelayedCallback(fn, d) }
+
+func (s *ReviewSuite) signal(d workflows.ReviewDecision) {
+	s.env.SignalWorkflow(workflows.SignalReview, d)
+}
+
+func (s *ReviewSuite) status() workflows.DeliveryStatus {
+	st, err := QueryStatus(s.env)
+	s.Require().NoError(err)
+	return st
+}
+
+func (s *ReviewSuite) effects() int {
+	n, err := s.dest.Effects(DestLegacy, s.id)
+	s.Require().NoError(err)
+	return n
+}
+
+func (s *ReviewSuite) TestQueryWhileParked() {
+	s.at(time.Hour, func() {
+		st := s.status()
+		s.Equal(workflows.StateAwaitingReview, st.State)
+		s.Equal(workflows.Key(st.Operation), st.Key)
+		s.Len(st.Attempts, 1)
+		s.Equal(contract.ClassUnknown, st.Attempts[0].Class)
+		s.Require().NotNil(st.Review)
+		s.Contains(st.Review.Evidence, `destination "legacy" (dedup none) cannot deduplicate a retry`)
+		s.signal(workflows.ReviewDecision{Decision: "abandon", Reviewer: "ops", Note: "checked"})
+	})
+	res := s.start(s.dest.Config)
+	s.Equal(workflows.StatusAbandoned, res.Status)
+	s.Equal(1, s.effects())
+}
+
+func (s *ReviewSuite) TestDelivered() {
+	s.at(time.Hour, func() {
+		recs, err := s.dest.Sandbox.Records("legacy")
+		s.Require().NoError(err)
+		s.Require().Len(recs, 1)
+		s.signal(workflows.ReviewDecision{Decision: "delivered", Reviewer: "ops", Note: "found it", ResourceID: recs[0].TicketID})
+	})
+	res := s.start(s.dest.Config)
+	s.Equal(workflows.StatusDeliveredByReview, res.Status)
+	s.Require().NotNil(res.Receipt)
+	s.Equal("ticket-1", res.Receipt.ResourceID)
+	s.Require().NotNil(res.Review)
+	s.Require().Len(res.Review.Decisions, 1)
+	s.Equal("ops", res.Review.Decisions[0].Reviewer, "the audit trail names the reviewer")
+	s.Equal(1, s.effects())
+}
+
+func (s *ReviewSuite) TestRetryMakesOneMoreAttempt() {
+	s.at(time.Hour, func() {
+		s.signal(workflows.ReviewDecision{Decision: "retry", Reviewer: "ops", Note: "not there"})
+	})
+	res := s.start(s.dest.Config)
+	s.Equal(workflows.StatusCreated, res.Status)
+	s.Len(res.Attempts, 2)
+	// The reviewer was wrong on purpose here: the effect did exist. A retry
+	// is a human's call, and the count shows what it cost.
+	s.Equal(2, s.effects())
+}
+
+// TestInvalidSignalsAreIgnored: bad decisions are recorded and never end the
+// delivery; the valid one after them does.
+func (s *ReviewSuite) TestInvalidSignalsAreIgnored() {
+	s.at(time.Hour, func() {
+		s.signal(workflows.ReviewDecision{Decision: "maybe", Reviewer: "ops"})
+		s.signal(workflows.ReviewDecision{Decision: "delivered", Reviewer: "ops"})
+		s.signal(workflows.ReviewDecision{Decision: "abandon"})
+		s.env.SignalWorkflow(workflows.SignalReview, "not an object")
+	})
+	s.at(2*time.Hour, func() {
+		st := s.status()
+		s.Equal(workflows.StateAwaitingReview, st.State, "still waiting after four bad decisions")
+		s.Require().Len(st.Review.Decisions, 4)
+		for _, d := range st.Review.Decisions {
+			s.False(d.Accepted)
+		}
+		s.Contains(st.Review.Decisions[0].Reason, `decision: "maybe" unknown`)
+		s.Contains(st.Review.Decisions[1].Reason, "resource_id: required")
+		s.Contains(st.Review.Decisions[2].Reason, "reviewer: required")
+		s.Contains(st.Review.Decisions[3].Reason, "not a review decision")
+		s.signal(workflows.ReviewDecision{Decision: "abandon", Reviewer: "ops"})
+	})
+	res := s.start(s.dest.Config)
+	s.Equal(workflows.StatusAbandoned, res.Status)
+	s.Len(res.Review.Decisions, 5)
+}
+
+// TestUpdateValidator: the update refuses a malformed decision synchronously
+// and accepts a good one.
+func (s *ReviewSuite) TestUpdateValidator() {
+	s.at(time.Hour, func() {
+		s.env.UpdateWorkflow(workflows.UpdateReview, "bad", &sdktest.TestUpdateCallback{
+			OnReject:   func(err error) { s.ErrorContains(err, "resource_id: required") },
+			OnAccept:   func() { s.Fail("a delivered decision without resource_id was accepted") },
+			OnComplete: func(any, error) {},
+		}, workflows.ReviewDecision{Decision: "delivered", Reviewer: "ops"})
+	})
+	s.at(2*time.Hour, func() {
+		s.env.UpdateWorkflow(workflows.UpdateReview, "good", &sdktest.TestUpdateCallback{
+			OnReject:   func(err error) { s.Fail("valid decision rejected", err) },
+			OnAccept:   func() {},
+			OnComplete: func(any, error) {},
+		}, workflows.ReviewDecision{Decision: "delivered", Reviewer: "ops", ResourceID: "ticket-1"})
+	})
+	res := s.start(s.dest.Config)
+	s.Equal(workflows.StatusDeliveredByReview, res.Status)
+	s.Len(res.Review.Decisions, 1, "a rejected update leaves no record in history")
+}
+
+// TestReminderKeepsWaiting: the review deadline reminds and never decides.
+func (s *ReviewSuite) TestReminderKeepsWaiting() {
+	cfg := s.dest.Config
+	legacy := cfg.Destinations[DestLegacy]
+	legacy.Contract.ReviewReminder = contract.Duration(30 * time.Minute)
+	cfg.Destinations[DestLegacy] = legacy
+	var reminded int
+	s.dest.Activities.OnReminder = func(activities.Reminder) { reminded++ }
+	s.at(100*time.Minute, func() {
+		st := s.status()
+		s.Equal(workflows.StateAwaitingReview, st.State)
+		s.Equal(3, st.Review.Reminders)
+		s.signal(workflows.ReviewDecision{Decision: "abandon", Reviewer: "ops"})
+	})
+	res := s.start(cfg)
+	s.Equal(workflows.StatusAbandoned, res.Status)
+	s.Equal(3, reminded)
+}
+
+// TestDuplicateSignal: the same decision sent twice acts once.
+func (s *ReviewSuite) TestDuplicateSignal() {
+	s.at(time.Hour, func() {
+		d := workflows.ReviewDecision{Decision: "retry", Reviewer: "ops"}
+		s.signal(d)
+		s.signal(d)
+	})
+	res := s.start(s.dest.Config)
+	s.Equal(workflows.StatusCreated, res.Status)
+	s.Len(res.Attempts, 2, "one retry, not two")
+	s.Require().Len(res.Review.Decisions, 2)
+	s.True(res.Review.Decisions[0].Accepted)
+	s.False(res.Review.Decisions[1].Accepted)
+	s.Contains(res.Review.Decisions[1].Reason, "not awaiting review")
+}
+
+func TestReviewDecisionValidate(t *testing.T) {
+	require.NoError(t, workflows.ReviewDecision{Decision: "retry", Reviewer: "a"}.Validate())
+	require.EqualError(t, workflows.ReviewDecision{}.Validate(),
+		"decision: missing; use retry, delivered or abandon\nreviewer: required, who is deciding")
+}

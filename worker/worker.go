@@ -1,0 +1,143 @@
+// Package worker wires Courier together: client options, destination
+// adapters, and the Temporal workers that run deliveries.
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/contrib/envconfig"
+	sdklog "go.temporal.io/sdk/log"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/abde64c9/courier/activities"
+	"github.com/abde64c9/courier/activities/httpdest"
+	"github.com/abde64c9/courier/activities/sqldest"
+	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/workflows"
+)
+
+// ClientOptions reads Temporal's standard client environment
+// (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TLS, API key, config profile).
+func ClientOptions(logger *slog.Logger) (client.Options, error) {
+	opts, err := envconfig.LoadDefaultClientOptions()
+	if err != nil {
+		return client.Options{}, fmt.Errorf("temporal client config: %w", err)
+	}
+	if opts.HostPort == "" {
+		opts.HostPort = client.DefaultHostPort
+	}
+	if logger != nil {
+		opts.Logger = sdklog.NewStructuredLogger(logger)
+	}
+	return opts, nil
+}
+
+// Adapters holds one open adapter per destination.
+type Adapters struct {
+	ByName  map[string]activities.Adapter
+	closers []func() error
+}
+
+// Close releases the adapters' connections.
+func (a *Adapters) Close() error {
+	var errs []error
+	for _, c := range a.closers {
+		errs = append(errs, c())
+	}
+	return errors.Join(errs...)
+}
+
+// SQL returns the named SQL adapter, for fault hooks in tests.
+func (a *Adapters) SQL(name string) *sqldest.Adapter {
+	s, _ := a.ByName[name].(*sqldest.Adapter)
+	return s
+}
+
+// OpenAdapters opens every destination's adapter. A missing secret or an
+// unusable database stops the worker here, before it takes any task.
+func OpenAdapters(cfg contract.Config) (*Adapters, error) {
+	out := &Adapters{ByName: map[string]activities.Adapter{}}
+	var errs []error
+	for _, name := range cfg.Names() {
+		d := cfg.Destinations[name]
+		switch d.Adapter {
+		case contract.AdapterHTTP:
+			ad, err := httpdest.New(name, d)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("destination %q: %w", name, err))
+				continue
+			}
+			out.ByName[name] = ad
+		case contract.AdapterSQL:
+			ad, err := sqldest.Open(name, d)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("destination %q: %w", name, err))
+				continue
+			}
+			out.ByName[name] = ad
+			out.closers = append(out.closers, ad.Close)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		_ = out.Close()
+		return nil, err
+	}
+	return out, nil
+}
+
+// Register puts the Delivery workflow and Courier's activities on a worker.
+func Register(r sdkworker.Registry, cfg contract.Config, acts *activities.Activities) {
+	RegisterWorkflow(r, cfg)
+	r.RegisterActivity(acts)
+}
+
+// RegisterWorkflow registers only the workflow, for replayers.
+func RegisterWorkflow(r sdkworker.WorkflowRegistry, cfg contract.Config) {
+	r.RegisterWorkflowWithOptions(workflows.NewDeliveries(cfg).Delivery,
+		workflow.RegisterOptions{Name: workflows.WorkflowType})
+}
+
+// New returns the workers of one process: the main one on the courier task
+// queue, and one activity-only worker per rate-limited destination.
+func New(c client.Client, cfg contract.Config, acts *activities.Activities, opts sdkworker.Options) []sdkworker.Worker {
+	main := sdkworker.New(c, workflows.TaskQueue, opts)
+	Register(main, cfg, acts)
+	workers := []sdkworker.Worker{main}
+	for _, name := range cfg.Names() {
+		d := cfg.Destinations[name]
+		if d.RateLimit <= 0 {
+			continue
+		}
+		o := opts
+		o.DisableWorkflowWorker = true
+		// Enforced by the server for the whole queue, so it holds however
+		// many workers run.
+		o.TaskQueueActivitiesPerSecond = d.RateLimit
+		w := sdkworker.New(c, workflows.ActivityTaskQueue(name, d), o)
+		w.RegisterActivity(acts)
+		workers = append(workers, w)
+	}
+	return workers
+}
+
+// Run starts the workers and blocks until ctx is done.
+func Run(ctx context.Context, workers []sdkworker.Worker) error {
+	for i, w := range workers {
+		if err := w.Start(); err != nil {
+			for _, started := range workers[:i] {
+				started.Stop()
+			}
+			return fmt.Errorf("start worker: %w", err)
+		}
+	}
+	<-ctx.Done()
+	for _, w := range workers {
+		w.Stop()
+	}
+	return nil
+}
