@@ -20,7 +20,7 @@ func TestTmpCPU(t *testing.T) {
 		t.Skip()
 	}
 	runtime.LockOSThread()
-	payload, _ := os.ReadFile("testdata/ticket_1k.json")
+	payload, _ := os.ReadFile("/tmp/kb/payload.json")
 	op := Operation{Tenant: "acme", Destination: "helpdesk", Operation: "create-ticket", BusinessID: "example-001"}
 	const n = 200000
 	measure := func(name string, f func()) {
@@ -44,7 +44,7 @@ func TestTmpCPU(t *testing.T) {
 }
 
 func BenchmarkTmpCanon(b *testing.B) {
-	payload, _ := os.ReadFile("testdata/ticket_1k.json")
+	payload, _ := os.ReadFile("/tmp/kb/payload.json")
 	b.ReportAllocs()
 	for b.Loop() {
 		_, _ = CanonicalJSON(payload)

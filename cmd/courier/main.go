@@ -18,7 +18,18 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"faultlab": {"run every seed fault case and print the report (JSON)", runFaultlab},
+	"worker":       {"run a worker: deliveries and their activities", runWorker},
+	"dev":          {"run everything locally: dev server, web UI, worker, sandbox destinations", runDev},
+	"sandbox":      {"serve the sandbox destinations (a ticket service for trying Courier)", runSandbox},
+	"deliver":      {"start (or join) a delivery and print its result", runDeliver},
+	"review":       {"decide a delivery awaiting review: retry, delivered or abandon", runReview},
+	"status":       {"print a delivery's status", runStatus},
+	"list":         {"list deliveries, e.g. those awaiting review", runList},
+	"probe":        {"check that a destination honours its declared contract", runProbe},
+	"faultlab":     {"run every seed fault case and print the report (JSON)", runFaultlab},
+	"bench":        {"measure Courier against Temporal's own ceiling", runBench},
+	"soak":         {"chaos soak: kill workers, restart the server, count effects", runSoak},
+	"codec-server": {"serve the payload codec for the Temporal web UI", runCodecServer},
 }
 
 // exitError carries a specific exit status out of a command.

@@ -1,0 +1,172 @@
+// Package devserver finds, builds and starts the pinned Temporal dev server
+// (the Temporal CLI's start-dev) with Courier's search attributes, for tests,
+// `courier dev`, the benchmark and the soak.
+package devserver
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/abde64c9/courier/workflows"
+)
+
+// CLIVersion is the pinned Temporal CLI (server 1.29.1, UI 2.42.1).
+const CLIVersion = "v1.5.1"
+
+// EnvBinary names an explicit Temporal CLI binary.
+const EnvBinary = "COURIER_TEMPORAL_CLI"
+
+const modulePath = "github.com/abde64c9/courier"
+
+// BuildHint says how to get the binary.
+const BuildHint = "build it with `make temporal` (GOBIN=$PWD/bin go install github.com/temporalio/cli/cmd/temporal@" + CLIVersion + "), or set " + EnvBinary
+
+// ErrNoBinary: the Temporal CLI was not found.
+var ErrNoBinary = errors.New("Temporal CLI not found; " + BuildHint)
+
+// Binary finds the Temporal CLI: $COURIER_TEMPORAL_CLI, bin/temporal in the
+// Courier checkout around the working directory, or temporal on PATH.
+func Binary() (string, error) {
+	if p := os.Getenv(EnvBinary); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("%s=%s: %w", EnvBinary, p, err)
+		}
+		return p, nil
+	}
+	if root, err := RepoRoot(); err == nil {
+		p := filepath.Join(root, "bin", "temporal")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath("temporal"); err == nil {
+		return p, nil
+	}
+	return "", ErrNoBinary
+}
+
+// Ensure finds the Temporal CLI, building it into the checkout's bin/ when
+// it is missing (a few minutes, once). Progress goes to log.
+func Ensure(ctx context.Context, log io.Writer) (string, error) {
+	if p, err := Binary(); err == nil {
+		return p, nil
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		return "", fmt.Errorf("%w (not inside a Courier checkout, so not building it here)", ErrNoBinary)
+	}
+	fmt.Fprintf(log, "building the Temporal CLI %s into %s (once; a few minutes)...\n", CLIVersion, filepath.Join(root, "bin"))
+	cmd := exec.CommandContext(ctx, "go", "install", "github.com/temporalio/cli/cmd/temporal@"+CLIVersion)
+	cmd.Env = append(os.Environ(), "GOBIN="+filepath.Join(root, "bin"))
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("build the Temporal CLI: %w", err)
+	}
+	return Binary()
+}
+
+// RepoRoot is the Courier checkout around the working directory.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if isCourierModule(filepath.Join(dir, "go.mod")) {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("not inside a Courier checkout")
+		}
+		dir = parent
+	}
+}
+
+func isCourierModule(gomod string) bool {
+	f, err := os.Open(gomod)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if line := strings.TrimSpace(s.Text()); strings.HasPrefix(line, "module ") {
+			return strings.TrimSpace(strings.TrimPrefix(line, "module ")) == modulePath
+		}
+	}
+	return false
+}
+
+// Options for a dev server.
+type Options struct {
+	// DBFile persists the server in a SQLite file; empty is in memory.
+	DBFile string
+	// HostPort to bind, e.g. 127.0.0.1:7233; empty picks a free port.
+	HostPort string
+	// UI enables the web UI, on UIPort (empty: a free port).
+	UI     bool
+	UIPort string
+	// Log receives the server's output; nil discards it.
+	Log io.Writer
+	// ClientOptions for the returned client (logger, data converter).
+	ClientOptions client.Options
+}
+
+// Start starts a dev server with the Courier search attributes registered.
+func Start(ctx context.Context, o Options) (*testsuite.DevServer, error) {
+	bin, err := Binary()
+	if err != nil {
+		return nil, err
+	}
+	co := o.ClientOptions
+	co.HostPort = o.HostPort
+	if co.Namespace == "" {
+		co.Namespace = "default"
+	}
+	log := o.Log
+	if log == nil {
+		log = io.Discard
+	}
+	if o.DBFile != "" {
+		if err := os.MkdirAll(filepath.Dir(o.DBFile), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	srv, err := testsuite.StartDevServer(ctx, testsuite.DevServerOptions{
+		ExistingPath:     bin,
+		ClientOptions:    &co,
+		DBFilename:       o.DBFile,
+		EnableUI:         o.UI,
+		UIPort:           o.UIPort,
+		LogLevel:         "error",
+		SearchAttributes: SearchAttributes(),
+		Stdout:           log,
+		Stderr:           log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start the Temporal dev server (%s): %w", bin, err)
+	}
+	return srv, nil
+}
+
+// SearchAttributes are Courier's keyword attributes, for registration (the
+// values are placeholders: only the names and types are used).
+func SearchAttributes() temporal.SearchAttributes {
+	var updates []temporal.SearchAttributeUpdate
+	for _, name := range workflows.SearchAttributeNames {
+		updates = append(updates, temporal.NewSearchAttributeKeyKeyword(name).ValueSet(""))
+	}
+	return temporal.NewSearchAttributes(updates...)
+}
