@@ -51,6 +51,10 @@ type Auth struct {
 // Config is a destinations file.
 type Config struct {
 	Destinations map[string]Destination `json:"destinations"`
+	// Reviewers, when set, is who may decide a review: Temporal does not
+	// authenticate who sends a signal or update, so the workflow checks the
+	// name it is given against this list. Empty: anyone who can signal.
+	Reviewers []string `json:"reviewers,omitempty"`
 }
 
 // Names lists the destinations in a stable order.

@@ -203,3 +203,27 @@ func TestReviewDecisionValidate(t *testing.T) {
 	require.EqualError(t, workflows.ReviewDecision{}.Validate(),
 		"decision: missing; use retry, delivered or abandon\nreviewer: required, who is deciding")
 }
+
+// TestReviewerAllowList: with reviewers configured, a decision from anyone
+// else is refused by the update and ignored as a signal.
+func (s *ReviewSuite) TestReviewerAllowList() {
+	cfg := s.dest.Config
+	cfg.Reviewers = []string{"alice"}
+	s.at(time.Hour, func() {
+		s.env.UpdateWorkflow(workflows.UpdateReview, "mallory", &sdktest.TestUpdateCallback{
+			OnReject:   func(err error) { s.ErrorContains(err, `reviewer: "mallory" may not review deliveries; allowed: alice`) },
+			OnAccept:   func() { s.Fail("a reviewer outside the allow-list was accepted") },
+			OnComplete: func(any, error) {},
+		}, workflows.ReviewDecision{Decision: "abandon", Reviewer: "mallory"})
+		s.signal(workflows.ReviewDecision{Decision: "abandon", Reviewer: "mallory"})
+	})
+	s.at(2*time.Hour, func() {
+		s.Equal(workflows.StateAwaitingReview, s.status().State)
+		s.signal(workflows.ReviewDecision{Decision: "abandon", Reviewer: "alice"})
+	})
+	res := s.start(cfg)
+	s.Equal(workflows.StatusAbandoned, res.Status)
+	s.Require().Len(res.Review.Decisions, 2)
+	s.False(res.Review.Decisions[0].Accepted)
+	s.Equal("alice", res.Review.Decisions[1].Reviewer)
+}

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -32,11 +34,12 @@ const (
 // to are recorded in history, so replay never depends on it changing.
 type Deliveries struct {
 	destinations map[string]contract.Destination
+	reviewers    []string
 }
 
 // NewDeliveries returns the Delivery workflow for these destinations.
 func NewDeliveries(cfg contract.Config) *Deliveries {
-	return &Deliveries{destinations: cfg.Destinations}
+	return &Deliveries{destinations: cfg.Destinations, reviewers: cfg.Reviewers}
 }
 
 // ActivityTaskQueue is where a destination's attempts run: a queue of its
@@ -52,7 +55,7 @@ func ActivityTaskQueue(name string, d contract.Destination) string {
 // Delivery delivers one business operation exactly once in effect, or stops
 // for a human decision when the destination cannot tell.
 func (ds *Deliveries) Delivery(ctx workflow.Context, in DeliveryInput) (DeliveryResult, error) {
-	d := &delivery{in: in, state: StateDelivering}
+	d := &delivery{in: in, state: StateDelivering, reviewers: ds.reviewers}
 	if err := d.setup(ctx); err != nil {
 		return DeliveryResult{}, err
 	}
@@ -65,7 +68,8 @@ type delivery struct {
 	state State
 	res   DeliveryResult
 	// decision is an accepted review decision not yet acted on.
-	decision *ReviewDecision
+	decision  *ReviewDecision
+	reviewers []string
 }
 
 func (d *delivery) setup(ctx workflow.Context) error {
@@ -322,6 +326,9 @@ func (d *delivery) remind(ctx workflow.Context) {
 func (d *delivery) checkReview(rd ReviewDecision) error {
 	if err := rd.Validate(); err != nil {
 		return err
+	}
+	if len(d.reviewers) > 0 && !slices.Contains(d.reviewers, rd.Reviewer) {
+		return fmt.Errorf("reviewer: %q may not review deliveries; allowed: %s", rd.Reviewer, strings.Join(d.reviewers, ", "))
 	}
 	if d.state != StateAwaitingReview || d.decision != nil {
 		return fmt.Errorf("delivery %s is not awaiting review (state %s)", d.res.Key, d.stateName())
