@@ -20,14 +20,34 @@ import (
 
 // Client starts and reviews deliveries through a Temporal client.
 type Client struct {
-	c client.Client
+	c  client.Client
+	dc converter.DataConverter
 	// PollInterval is how often a waiting Deliver checks whether the delivery
 	// stopped for review.
 	PollInterval time.Duration
 }
 
 // New wraps a connected Temporal client.
-func New(c client.Client) *Client { return &Client{c: c, PollInterval: 500 * time.Millisecond} }
+func New(c client.Client, opts ...Option) *Client {
+	s := &Client{c: c, dc: converter.GetDefaultDataConverter(), PollInterval: 500 * time.Millisecond}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithDataConverter is the data converter the Temporal client was made with
+// (an encrypting codec, say), for reading a delivery's memo.
+func WithDataConverter(dc converter.DataConverter) Option {
+	return func(s *Client) {
+		if dc != nil {
+			s.dc = dc
+		}
+	}
+}
 
 // InvalidRequestError is a request refused before anything was sent.
 type InvalidRequestError struct{ Err error }
@@ -105,7 +125,7 @@ func (s *Client) join(ctx context.Context, h Handle, runID string) (Handle, erro
 	}
 	var existing string
 	if p := desc.GetWorkflowExecutionInfo().GetMemo().GetFields()[workflows.MemoFingerprint]; p != nil {
-		if err := converter.GetDefaultDataConverter().FromPayload(p, &existing); err != nil {
+		if err := s.dc.FromPayload(p, &existing); err != nil {
 			return Handle{}, fmt.Errorf("read fingerprint of delivery %s: %w", h.Key, err)
 		}
 	}

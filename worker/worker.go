@@ -17,6 +17,7 @@ import (
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/activities/httpdest"
 	"github.com/abde64c9/courier/activities/sqldest"
+	"github.com/abde64c9/courier/codec"
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -30,6 +31,15 @@ func ClientOptions(logger *slog.Logger) (client.Options, error) {
 	}
 	if opts.HostPort == "" {
 		opts.HostPort = client.DefaultHostPort
+	}
+	// Payload encryption, when keys are configured: every process of a
+	// namespace must agree on it, so it comes from the same environment.
+	dc, err := codec.FromEnv()
+	if err != nil {
+		return client.Options{}, fmt.Errorf("payload encryption: %w", err)
+	}
+	if dc != nil {
+		opts.DataConverter = dc
 	}
 	if logger != nil {
 		opts.Logger = sdklog.NewStructuredLogger(logger)
