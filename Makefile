@@ -1,19 +1,28 @@
 # The pinned Temporal CLI (dev server 1.29.1, UI 2.42.1), built from source.
 TEMPORAL_CLI_VERSION := v1.5.1
 TEMPORAL := $(CURDIR)/bin/temporal
+WORKFLOWCHECK_VERSION := v0.6.0
+WORKFLOWCHECK := $(CURDIR)/bin/workflowcheck
 
-.PHONY: dev test temporal faultlab vet
+.PHONY: dev test temporal faultlab vet lint
 
 ## dev: run Courier locally (dev server with SQLite, web UI, worker, sandbox destinations)
 dev: $(TEMPORAL)
 	go run ./cmd/courier dev
 
-## test: vet and test everything (builds the Temporal CLI once)
-test: $(TEMPORAL) vet
+## test: vet, check workflow determinism, test everything (builds the Temporal CLI once)
+test: $(TEMPORAL) vet lint
 	go test -count=1 -timeout 30m ./...
 
 vet:
 	go vet ./...
+
+## lint: workflowcheck, the SDK's static check that workflow code is deterministic
+lint: $(WORKFLOWCHECK)
+	$(WORKFLOWCHECK) ./workflows/...
+
+$(WORKFLOWCHECK):
+	GOBIN=$(CURDIR)/bin go install go.temporal.io/sdk/contrib/tools/workflowcheck@$(WORKFLOWCHECK_VERSION)
 
 ## faultlab: print the seed fault-case report
 faultlab:
