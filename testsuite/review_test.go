@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/stretchr/testify/suite"
+	"go.temporal.io/sdk/client"
 	sdktest "go.temporal.io/sdk/testsuite"
 
 	"github.com/abde64c9/courier/activities"
@@ -43,7 +44,9 @@ func (s *ReviewSuite) TearDownTest() {
 
 func (s *ReviewSuite) start(cfg contract.Config) workflows.DeliveryResult {
 	worker.Register(s.env, cfg, s.dest.Activities)
-	s.env.ExecuteWorkflow(workflows.WorkflowType, Input(DestLegacy, s.id, Ticket(s.id, "Move the workshop booking")))
+	in := Input(DestLegacy, s.id, Ticket(s.id, "Move the workshop booking"))
+	s.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.WorkflowID(workflows.Key(in.Operation))})
+	s.env.ExecuteWorkflow(workflows.WorkflowType, in)
 	s.Require().True(s.env.IsWorkflowCompleted())
 	s.Require().NoError(s.env.GetWorkflowError())
 	var res workflows.DeliveryResult
@@ -226,4 +229,26 @@ func (s *ReviewSuite) TestReviewerAllowList() {
 	s.Require().Len(res.Review.Decisions, 2)
 	s.False(res.Review.Decisions[0].Accepted)
 	s.Equal("alice", res.Review.Decisions[1].Reviewer)
+}
+
+// TestHandMadeWorkflowID: a start under an ID that is not the operation's
+// is refused before any effect.
+func TestHandMadeWorkflowID(t *testing.T) {
+	dest, err := NewEnv(t.TempDir())
+	require.NoError(t, err)
+	defer dest.Close()
+	var ts sdktest.WorkflowTestSuite
+	env := ts.NewTestWorkflowEnvironment()
+	worker.Register(env, dest.Config, dest.Activities)
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "delivery-made-by-hand"})
+	in := Input(DestHelpdesk, "hand-made", Ticket("hand-made", "Move the workshop booking"))
+	env.ExecuteWorkflow(workflows.WorkflowType, in)
+	var res workflows.DeliveryResult
+	require.NoError(t, env.GetWorkflowResult(&res))
+	require.Equal(t, workflows.StatusRejected, res.Status)
+	require.Contains(t, res.Error, `workflow ID "delivery-made-by-hand" does not match the operation: start it as "delivery-`)
+	require.Empty(t, res.Attempts)
+	n, err := dest.Effects(DestHelpdesk, "hand-made")
+	require.NoError(t, err)
+	require.Zero(t, n)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"go.temporal.io/sdk/client"
 	sdktest "go.temporal.io/sdk/testsuite"
 
 	"github.com/abde64c9/courier/worker"
@@ -48,6 +49,7 @@ func (t TestEnv) Deliver(_ context.Context, in workflows.DeliveryInput, decide D
 	}
 	env := suite.NewTestWorkflowEnvironment()
 	env.SetTestTimeout(time.Minute)
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.WorkflowID(workflows.Key(in.Operation))})
 	worker.Register(env, t.Env.Config, t.Env.Activities)
 
 	var parked *workflows.DeliveryStatus

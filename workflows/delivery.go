@@ -121,6 +121,12 @@ func (d *delivery) run(ctx workflow.Context, destinations map[string]contract.De
 	if _, err := Fingerprint(d.in.Payload); err != nil {
 		return d.finish(ctx, StatusRejected, nil, err.Error())
 	}
+	// One workflow per operation is what makes a second start join the
+	// first; a hand-made ID would let a second delivery run beside it.
+	if id := workflow.GetInfo(ctx).WorkflowExecution.ID; id != WorkflowID(d.res.Key) {
+		return d.finish(ctx, StatusRejected, nil, fmt.Sprintf(
+			"workflow ID %q does not match the operation: start it as %q", id, WorkflowID(d.res.Key)))
+	}
 	dest, ok := destinations[d.in.Destination]
 	if !ok {
 		return d.finish(ctx, StatusRejected, nil,
