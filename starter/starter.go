@@ -6,7 +6,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
+
+	"github.com/google/uuid"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -73,13 +77,25 @@ var ErrUnknownKey = errors.New("no delivery with this key")
 
 // Handle names a started (or joined) delivery.
 type Handle struct {
-	Key         string
-	Fingerprint string
-	WorkflowID  string
-	RunID       string
+	Key         string `json:"key"`
+	Fingerprint string `json:"fingerprint"`
+	WorkflowID  string `json:"workflow_id"`
+	RunID       string `json:"run_id"`
 	// Joined is true when the operation had been started before with the
 	// same payload: this request sent nothing.
-	Joined bool
+	Joined bool `json:"joined"`
+}
+
+// ParseKey accepts a delivery key or its workflow ID (delivery-<key>) and
+// returns the key.
+func ParseKey(s string) (string, error) {
+	k := strings.TrimPrefix(strings.TrimSpace(s), workflows.WorkflowIDPrefix)
+	u, err := uuid.Parse(k)
+	if err != nil || u.String() != k {
+		return "", fmt.Errorf("%q is not a delivery key: a key is a lowercase UUID such as "+
+			"6ba7b810-9dad-51d1-80b4-00c04fd430c8, or its workflow ID %s<key>", s, workflows.WorkflowIDPrefix)
+	}
+	return k, nil
 }
 
 // Start starts the delivery of in, or joins the one already started for the
@@ -148,6 +164,7 @@ func (s *Client) Deliver(ctx context.Context, in workflows.DeliveryInput) (workf
 	if err != nil {
 		return st, err
 	}
+	st.Operation = in.Operation
 	if h.Joined {
 		switch st.Status {
 		case workflows.StatusCreated, workflows.StatusDuplicate, workflows.StatusDeliveredByReview:
@@ -209,7 +226,10 @@ func (s *Client) Status(ctx context.Context, key string) (workflows.DeliveryStat
 
 // Review sends a review decision through the validated update: a malformed
 // decision, or one for a delivery not awaiting review, is refused with the
-// reason and changes nothing.
+// reason and changes nothing. Errors: *InvalidRequestError (the decision is
+// malformed; nothing was sent), ErrUnknownKey, *NotAwaitingReviewError,
+// *ReviewRefusedError (the workflow's validator said no, e.g. a reviewer
+// outside the workers' allow-list).
 func (s *Client) Review(ctx context.Context, key string, d workflows.ReviewDecision) (workflows.ReviewRecord, error) {
 	var rec workflows.ReviewRecord
 	if err := d.Validate(); err != nil {
@@ -230,19 +250,46 @@ func (s *Client) Review(ctx context.Context, key string, d workflows.ReviewDecis
 	return rec, nil
 }
 
+// NotAwaitingReviewError: the delivery exists but is not waiting for a
+// decision (still delivering, or finished). Nothing was changed.
+type NotAwaitingReviewError struct {
+	Key   string
+	State workflows.State
+}
+
+func (e *NotAwaitingReviewError) Error() string {
+	return fmt.Sprintf("delivery %s is not awaiting review (state %s): there is nothing to decide", e.Key, e.State)
+}
+
+// ReviewRefusedError: the workflow's validator refused the decision.
+// Nothing was changed.
+type ReviewRefusedError struct {
+	Key    string
+	Reason string
+}
+
+func (e *ReviewRefusedError) Error() string {
+	return fmt.Sprintf("review of %s refused: %s", e.Key, e.Reason)
+}
+
 func (s *Client) reviewError(ctx context.Context, key string, err error) error {
 	var nf *serviceerror.NotFound
-	if errors.As(err, &nf) {
-		// The delivery may exist and be closed; say which.
-		if desc, derr := s.c.DescribeWorkflowExecution(ctx, workflows.WorkflowID(key), ""); derr == nil {
-			return fmt.Errorf("delivery %s is closed (%s): there is nothing to review",
-				key, desc.GetWorkflowExecutionInfo().GetStatus())
-		}
-		return fmt.Errorf("%w: %s", ErrUnknownKey, key)
-	}
 	var app *temporal.ApplicationError
-	if errors.As(err, &app) {
-		return fmt.Errorf("review refused: %s", app.Message())
+	switch {
+	case errors.As(err, &nf):
+		// A closed delivery takes no update; an unknown one has no status.
+		st, serr := s.Status(ctx, key)
+		if serr != nil {
+			return serr
+		}
+		return &NotAwaitingReviewError{Key: key, State: st.State}
+	case errors.As(err, &app):
+		// The validator runs against the workflow's state; say which
+		// state when that is what it objected to.
+		if st, serr := s.Status(ctx, key); serr == nil && st.State != workflows.StateAwaitingReview {
+			return &NotAwaitingReviewError{Key: key, State: st.State}
+		}
+		return &ReviewRefusedError{Key: key, Reason: app.Message()}
 	}
 	return fmt.Errorf("review %s: %w", key, err)
 }
@@ -258,22 +305,53 @@ type Delivery struct {
 	WorkflowID  string    `json:"workflow_id"`
 }
 
-// ListAwaitingReview lists the deliveries waiting for a decision.
-func (s *Client) ListAwaitingReview(ctx context.Context) ([]Delivery, error) {
-	return s.List(ctx, string(workflows.StateAwaitingReview))
+// ListStates are the states a listing can filter on: CourierState is
+// published when a delivery starts (delivering), parks (awaiting_review)
+// and finishes (its status). Retry waits and lookups show as delivering.
+var ListStates = []string{
+	string(workflows.StateDelivering), string(workflows.StateAwaitingReview),
+	string(workflows.StatusCreated), string(workflows.StatusDuplicate), string(workflows.StatusConflict),
+	string(workflows.StatusRejected), string(workflows.StatusAttemptLimit),
+	string(workflows.StatusDeliveredByReview), string(workflows.StatusAbandoned),
 }
 
-// List lists deliveries, all or those in one state, newest first, through
-// the visibility store (it lags the workflows by a moment).
-func (s *Client) List(ctx context.Context, state string) ([]Delivery, error) {
+// ListOptions filter a listing; zero values match everything.
+type ListOptions struct {
+	State       string // one of ListStates
+	Destination string
+	// Limit caps the number of deliveries returned; 0 is no cap.
+	Limit int
+}
+
+// Query is the visibility query for these options, as typed in the web UI's
+// search box or `temporal workflow list --query`.
+func (o ListOptions) Query() string {
 	q := fmt.Sprintf("WorkflowType = %q", workflows.WorkflowType)
-	if state != "" {
-		q += fmt.Sprintf(" AND %s = %q", workflows.SAState.GetName(), state)
+	if o.State != "" {
+		q += fmt.Sprintf(" AND %s = %q", workflows.SAState.GetName(), o.State)
+	}
+	if o.Destination != "" {
+		q += fmt.Sprintf(" AND %s = %q", workflows.SADestination.GetName(), o.Destination)
+	}
+	return q
+}
+
+// ListAwaitingReview lists the deliveries waiting for a decision.
+func (s *Client) ListAwaitingReview(ctx context.Context) ([]Delivery, error) {
+	return s.List(ctx, ListOptions{State: string(workflows.StateAwaitingReview)})
+}
+
+// List lists deliveries, newest first, through the visibility store: it
+// lags the workflows by a moment, so a delivery that just parked may take
+// a second to show up.
+func (s *Client) List(ctx context.Context, o ListOptions) ([]Delivery, error) {
+	if o.State != "" && !slices.Contains(ListStates, o.State) {
+		return nil, &InvalidRequestError{fmt.Errorf("state %q unknown; use one of %s", o.State, strings.Join(ListStates, ", "))}
 	}
 	var out []Delivery
 	var token []byte
 	for {
-		resp, err := s.c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q, NextPageToken: token})
+		resp, err := s.c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: o.Query(), NextPageToken: token})
 		if err != nil {
 			return nil, fmt.Errorf("list deliveries: %w", err)
 		}
@@ -292,6 +370,9 @@ func (s *Client) List(ctx context.Context, state string) ([]Delivery, error) {
 				State: get(workflows.SAState), Started: e.GetStartTime().AsTime(),
 				WorkflowID: e.GetExecution().GetWorkflowId(),
 			})
+			if o.Limit > 0 && len(out) == o.Limit {
+				return out, nil
+			}
 		}
 		if token = resp.NextPageToken; len(token) == 0 {
 			return out, nil

@@ -2,9 +2,119 @@ package main
 
 import (
 	"context"
-	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/abde64c9/courier/activities/probe"
+	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/worker"
 )
 
 func runProbe(ctx context.Context, args []string) error {
-	return errors.New("not built yet")
+	fs := newFlagSet("probe", "DESTINATION --destinations FILE [--payload JSON|@file] [--json]",
+		"Checks that a destination does what its contract in the destinations file declares,\n"+
+			"through the adapter a worker would use (no Temporal needed). It sends a probe operation\n"+
+			"(operation "+probe.Operation+", a business id unique to the run, a payload saying it is a\n"+
+			"probe) and, by dedup kind:\n\n"+
+			"  key, unique-commit  sends it twice with the same key: the second must replay the first\n"+
+			"                      receipt; two effects is a contract violation (the key is ignored)\n"+
+			"  lookup              looks the fresh key up (not found), sends once, looks up again (found)\n"+
+			"  none                sends once (a second send would be a second effect)\n\n"+
+			"The effects it creates are listed so you can delete them.")
+	file := fs.String("destinations", "", "destinations `file` the workers use (required)")
+	payload := fs.String("payload", "", "probe payload, a JSON object or @`file`, for destinations that validate theirs\n(default: {\"request_id\": <probe id>, \"subject\": \"Courier probe ...\", \"courier_probe\": true})")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	switch len(pos) {
+	case 0:
+		return usageError("missing DESTINATION: courier probe DESTINATION --destinations FILE")
+	case 1:
+	default:
+		return usageError("one DESTINATION expected, got %q", pos)
+	}
+	name := pos[0]
+	if err := requireFlags([2]string{"destinations", *file}); err != nil {
+		return err
+	}
+	var o probe.Options
+	if *payload != "" {
+		if o.Payload, err = readPayload(*payload); err != nil {
+			return err
+		}
+	}
+	cfg, err := checkDestination(*file, name)
+	if err != nil {
+		return err
+	}
+	d := cfg.Destinations[name]
+	// Only this destination's adapter: another's missing secret is not
+	// this probe's business.
+	ads, err := worker.OpenAdapters(contract.Config{Destinations: map[string]contract.Destination{name: d}})
+	if err != nil {
+		return err
+	}
+	defer ads.Close()
+
+	r, err := probe.Run(ctx, name, d, ads.ByName[name], o)
+	if err != nil {
+		return usageError("%w", err)
+	}
+	if *asJSON {
+		err = printJSON(os.Stdout, r)
+	} else {
+		err = printProbe(os.Stdout, r)
+	}
+	if err != nil {
+		return err
+	}
+	switch r.Verdict {
+	case probe.Passed:
+		return nil
+	case probe.Violation:
+		return &exitError{code: codeViolation, err: fmt.Errorf("destination %q breaks its contract (dedup %s)", name, d.Contract.Dedup)}
+	case probe.Rejected:
+		return &exitError{code: codeRejected, err: fmt.Errorf("destination %q refused the probe payload", name)}
+	}
+	return &exitError{code: codeError, err: fmt.Errorf("probe of %q inconclusive", name)}
+}
+
+func printProbe(w io.Writer, r probe.Report) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "destination  %s (dedup %s)\n", r.Destination, r.Dedup)
+	fmt.Fprintf(&b, "probe        operation %s, business id %s, key %s\n", r.Operation, r.BusinessID, r.Key)
+	fmt.Fprintf(&b, "checked      %s\n", r.Checked)
+	for _, s := range r.Steps {
+		fmt.Fprintf(&b, "  %-32s", s.Action)
+		switch {
+		case s.Found != nil:
+			fmt.Fprintf(&b, " found=%t", *s.Found)
+		case s.Class != "":
+			fmt.Fprintf(&b, " %s", s.Class)
+		}
+		if s.StatusCode != 0 {
+			fmt.Fprintf(&b, " (HTTP %d)", s.StatusCode)
+		}
+		if s.ResourceID != "" {
+			fmt.Fprintf(&b, " %s", s.ResourceID)
+		}
+		if s.Error != "" {
+			fmt.Fprintf(&b, " %s", s.Error)
+		}
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(&b, "verdict      %s\n", r.Verdict)
+	fmt.Fprintf(&b, "finding      %s\n", r.Finding)
+	for _, warn := range r.Warnings {
+		fmt.Fprintf(&b, "warning      %s\n", warn)
+	}
+	if len(r.Effects) > 0 {
+		fmt.Fprintf(&b, "effects      %s (probe effects: safe to delete)\n", strings.Join(r.Effects, ", "))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }

@@ -1,0 +1,360 @@
+// Package probe checks that a destination does what its contract declares,
+// through the same adapter a worker uses, before real deliveries depend on
+// it. A `key` destination that ignores keys (the seed's "ignored" case)
+// looks healthy until the first lost response, when Courier's "safe" retry
+// makes a second effect; the probe makes that visible up front.
+//
+// What is checked, by dedup kind:
+//
+//	key, unique-commit  one probe operation sent twice with the same key: the
+//	                    second send must replay the first receipt
+//	lookup              a lookup of the fresh key finds nothing; one send; a
+//	                    lookup then finds that effect
+//	none                one send is accepted; a second is never made, since
+//	                    it would be a second effect
+package probe
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/abde64c9/courier/activities"
+	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/workflows"
+)
+
+// Verdict is what the probe concluded.
+type Verdict string
+
+const (
+	// Passed: the destination behaved as its contract declares.
+	Passed Verdict = "passed"
+	// Violation: it did not; Courier's decisions for it would be wrong.
+	Violation Verdict = "contract_violation"
+	// Rejected: it refused the probe payload; nothing was checked.
+	Rejected Verdict = "rejected_probe_payload"
+	// Inconclusive: a transport failure or an unexpected answer got in the way.
+	Inconclusive Verdict = "inconclusive"
+)
+
+// Operation and Tenant name every probe operation, so probe effects are
+// easy to find and delete at the destination.
+const (
+	Operation = "courier-probe"
+	Tenant    = "courier-probe"
+)
+
+// inFlightRetries bounds how often a send answered "key in flight" is
+// repeated before the probe gives up.
+const inFlightRetries = 3
+
+// Step is one request the probe made and what came back.
+type Step struct {
+	Action     string         `json:"action"`
+	Class      contract.Class `json:"class,omitempty"`
+	StatusCode int            `json:"status_code,omitempty"`
+	ResourceID string         `json:"resource_id,omitempty"`
+	Found      *bool          `json:"found,omitempty"`
+	Error      string         `json:"error,omitempty"`
+}
+
+// Report is the probe's finding.
+type Report struct {
+	Destination string          `json:"destination"`
+	Dedup       contract.Dedup  `json:"dedup"`
+	Operation   string          `json:"operation"`
+	Tenant      string          `json:"tenant"`
+	BusinessID  string          `json:"business_id"`
+	Key         string          `json:"key"`
+	Payload     json.RawMessage `json:"payload"`
+	Verdict     Verdict         `json:"verdict"`
+	// Finding says in a sentence what the destination did and what it means.
+	Finding string `json:"finding"`
+	// Checked says what was checked for this dedup kind.
+	Checked string `json:"checked"`
+	// Warnings are problems that do not fail the probe.
+	Warnings []string `json:"warnings,omitempty"`
+	Steps    []Step   `json:"steps"`
+	// Effects are the probe effects the destination now holds (resource
+	// ids), to recognise and delete.
+	Effects []string `json:"effects"`
+}
+
+// Options of a probe run.
+type Options struct {
+	// BusinessID of the probe operation; empty: NewBusinessID().
+	BusinessID string
+	// Payload to send; empty: DefaultPayload(BusinessID). Destinations that
+	// validate their payloads need one they accept.
+	Payload json.RawMessage
+}
+
+// NewBusinessID is unique per run, so every probe uses a key never used
+// before and a replay can only come from this run's first send.
+func NewBusinessID(now time.Time) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return fmt.Sprintf("courier-probe-%s-%s", now.UTC().Format("20060102T150405Z"), hex.EncodeToString(b[:]))
+}
+
+// DefaultPayload is a ticket an operator recognises as a probe: the sandbox
+// helpdesk's shape (request_id, subject), saying it is safe to delete.
+func DefaultPayload(businessID string) json.RawMessage {
+	b, _ := json.Marshal(map[string]any{
+		"request_id":    businessID,
+		"subject":       "Courier probe " + businessID + ": checks the destination's idempotency contract; safe to delete",
+		"courier_probe": true,
+	})
+	return b
+}
+
+// Run probes destination name through its adapter.
+func Run(ctx context.Context, name string, d contract.Destination, ad activities.Adapter, o Options) (Report, error) {
+	if o.BusinessID == "" {
+		o.BusinessID = NewBusinessID(time.Now())
+	}
+	if len(o.Payload) == 0 {
+		o.Payload = DefaultPayload(o.BusinessID)
+	}
+	op := workflows.Operation{Tenant: Tenant, Destination: name, Operation: Operation, BusinessID: o.BusinessID}
+	if err := op.Validate(); err != nil {
+		return Report{}, err
+	}
+	fp, err := workflows.Fingerprint(o.Payload)
+	if err != nil {
+		return Report{}, err
+	}
+	p := &prober{
+		ad: ad, c: d.Contract,
+		req: activities.Request{
+			Key: workflows.Key(op), Fingerprint: fp, Tenant: op.Tenant, Destination: name,
+			Operation: op.Operation, BusinessID: op.BusinessID, Payload: o.Payload,
+		},
+		r: Report{
+			Destination: name, Dedup: d.Contract.Dedup, Operation: op.Operation, Tenant: op.Tenant,
+			BusinessID: op.BusinessID, Payload: o.Payload, Steps: []Step{}, Effects: []string{},
+		},
+	}
+	p.r.Key = p.req.Key
+	switch d.Contract.Dedup {
+	case contract.DedupKey, contract.DedupUniqueCommit:
+		p.replays(ctx)
+	case contract.DedupLookup:
+		p.lookup(ctx)
+	case contract.DedupNone:
+		p.none(ctx)
+	default:
+		return Report{}, fmt.Errorf("destination %q: dedup %q cannot be probed", name, d.Contract.Dedup)
+	}
+	return p.r, nil
+}
+
+type prober struct {
+	ad  activities.Adapter
+	c   contract.Contract
+	req activities.Request
+	r   Report
+}
+
+func (p *prober) conclude(v Verdict, format string, args ...any) {
+	p.r.Verdict, p.r.Finding = v, fmt.Sprintf(format, args...)
+}
+
+// send makes one attempt, repeating it while the destination says the key
+// is in flight (nothing applied, safe with any contract).
+func (p *prober) send(ctx context.Context, action string) activities.Outcome {
+	var out activities.Outcome
+	for i := 0; i <= inFlightRetries; i++ {
+		p.req.Attempt++
+		out = p.ad.Deliver(ctx, p.req)
+		s := Step{Action: action, Class: out.Class, StatusCode: out.StatusCode, Error: out.Error}
+		if out.Receipt != nil {
+			s.ResourceID = out.Receipt.ResourceID
+		}
+		p.r.Steps = append(p.r.Steps, s)
+		if out.Class != contract.ClassInFlight {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return out
+		case <-time.After(time.Second):
+		}
+	}
+	if out.Class == contract.ClassCreated || out.Class == contract.ClassReplayed {
+		p.addEffect(out.Receipt)
+	}
+	return out
+}
+
+func (p *prober) addEffect(r *activities.Receipt) {
+	id := "(no resource id in the receipt)"
+	if r != nil && r.ResourceID != "" {
+		id = r.ResourceID
+	}
+	for _, e := range p.r.Effects {
+		if e == id {
+			return
+		}
+	}
+	p.r.Effects = append(p.r.Effects, id)
+}
+
+// first sends the probe once and concludes when it did not create anything.
+func (p *prober) first(ctx context.Context) (activities.Outcome, bool) {
+	out := p.send(ctx, "send 1")
+	switch out.Class {
+	case contract.ClassCreated:
+		return out, true
+	case contract.ClassRejected:
+		p.conclude(Rejected, "the destination refused the probe payload (%s); nothing was created. "+
+			"Pass a payload it accepts with --payload", out.Error)
+	case contract.ClassReplayed:
+		p.conclude(Violation, "the first send of a key never used before came back as a replay (status %d): "+
+			"the replay_marker %s also matches new effects, so Courier would report every delivery as a duplicate",
+			out.StatusCode, markerString(p.c.ReplayMarker))
+	default:
+		p.conclude(Inconclusive, "the first send did not get a receipt (%s: %s); run the probe again when the destination is reachable",
+			out.Class, out.Error)
+	}
+	return out, false
+}
+
+func (p *prober) replays(ctx context.Context) {
+	p.r.Checked = "sent one probe operation twice with the same key: the second send must replay the first receipt"
+	if p.c.Dedup == contract.DedupUniqueCommit {
+		p.r.Checked = "inserted one probe operation twice with the same key: the second insert must hit the UNIQUE key and replay the first receipt"
+	}
+	one, ok := p.first(ctx)
+	if !ok {
+		return
+	}
+	two := p.send(ctx, "send 2 (same key, same payload)")
+	id1, id2 := resourceID(one.Receipt), resourceID(two.Receipt)
+	switch two.Class {
+	case contract.ClassReplayed:
+		if id1 != "" && id2 != "" && id1 != id2 {
+			p.conclude(Violation, "the second send was marked as a replay but returned another resource (%s, then %s): "+
+				"the destination ignores the key and made two effects", id1, id2)
+			return
+		}
+		p.conclude(Passed, "replays: the second send with the same key returned the first receipt (%s) and made no second effect", id1)
+	case contract.ClassCreated:
+		if id1 == "" || id2 == "" {
+			p.conclude(Inconclusive, "both sends answered as new and the receipts carry no resource id to compare: "+
+				"look for two effects with business id %s at the destination (two: it ignores the key)", p.req.BusinessID)
+			return
+		}
+		if id1 == id2 {
+			p.conclude(Passed, "replays: the second send returned the first receipt (%s), but without the declared replay marker", id1)
+			p.r.Warnings = append(p.r.Warnings, fmt.Sprintf(
+				"the replay was not recognised (replay_marker %s): Courier reports a repeat as created, not duplicate; set replay_marker to what the destination sends",
+				markerString(p.c.ReplayMarker)))
+			return
+		}
+		p.conclude(Violation, "CONTRACT VIOLATION: the destination ignores the key: two sends with the same %s made two effects (%s and %s). "+
+			"After a lost response Courier would retry with the same key and duplicate the effect. "+
+			"Declare dedup none (an unknown outcome then stops for review) until the provider honours keys",
+			keyName(p.c), orNone(id1), orNone(id2))
+	case contract.ClassConflict:
+		p.conclude(Violation, "the second send of the same payload was refused as a reused key (%s): "+
+			"Courier would end a retried delivery as conflict instead of duplicate", two.Error)
+	case contract.ClassRejected:
+		p.conclude(Violation, "the second send was rejected (%s) although the first created %s: "+
+			"Courier would report a retried delivery as rejected while its effect exists", two.Error, orNone(id1))
+	default:
+		p.conclude(Inconclusive, "the second send got no answer to judge (%s: %s); the first created %s. Run the probe again",
+			two.Class, two.Error, orNone(id1))
+	}
+}
+
+func (p *prober) lookup(ctx context.Context) {
+	p.r.Checked = "looked the fresh key up (must be not found), sent the probe once, looked it up again (must find that effect); " +
+		"not sent twice: the destination does not deduplicate"
+	before, err := p.find(ctx, "lookup before sending")
+	switch {
+	case err != nil:
+		p.conclude(Inconclusive, "the lookup failed before anything was sent: %v; check lookup_url", err)
+		return
+	case before.Found:
+		p.conclude(Violation, "the lookup found an effect (%s) for a key never used: after a lost response Courier would "+
+			"report duplicate for a delivery that never happened. Check lookup_url filters by {key}", orNone(resourceID(before.Receipt)))
+		return
+	}
+	one, ok := p.first(ctx)
+	if !ok {
+		return
+	}
+	after, err := p.find(ctx, "lookup after sending")
+	id := resourceID(one.Receipt)
+	switch {
+	case err != nil:
+		p.conclude(Inconclusive, "the probe created %s but the lookup failed: %v", orNone(id), err)
+	case !after.Found:
+		p.conclude(Violation, "CONTRACT VIOLATION: the lookup does not find the effect just created (%s) by its key: "+
+			"after a lost response Courier would find nothing and send again, duplicating the effect", orNone(id))
+	case id != "" && resourceID(after.Receipt) != "" && resourceID(after.Receipt) != id:
+		p.conclude(Violation, "the lookup found another effect (%s) than the one created (%s)", resourceID(after.Receipt), id)
+	default:
+		p.conclude(Passed, "lookup works: the fresh key was not found, the probe created %s, and the lookup by key then found it", orNone(id))
+	}
+}
+
+func (p *prober) find(ctx context.Context, action string) (activities.Found, error) {
+	f, err := p.ad.Lookup(ctx, p.req)
+	s := Step{Action: action, Found: &f.Found}
+	if err != nil {
+		s.Error = err.Error()
+		s.Found = nil
+	}
+	if f.Receipt != nil {
+		s.ResourceID = f.Receipt.ResourceID
+	}
+	p.r.Steps = append(p.r.Steps, s)
+	return f, err
+}
+
+func (p *prober) none(ctx context.Context) {
+	p.r.Checked = "sent the probe once and checked it was accepted; not sent twice (that would be a second effect). " +
+		"With dedup none Courier never retries an unknown outcome: it stops for review"
+	one, ok := p.first(ctx)
+	if !ok {
+		return
+	}
+	p.conclude(Passed, "accepted the probe (%s); nothing else to check for dedup none", orNone(resourceID(one.Receipt)))
+}
+
+func resourceID(r *activities.Receipt) string {
+	if r == nil {
+		return ""
+	}
+	return r.ResourceID
+}
+
+func orNone(id string) string {
+	if id == "" {
+		return "an effect without a resource id"
+	}
+	return id
+}
+
+func keyName(c contract.Contract) string {
+	if c.KeyHeader != "" {
+		return c.KeyHeader
+	}
+	return "key"
+}
+
+func markerString(m *contract.ReplayMarker) string {
+	switch {
+	case m == nil:
+		return "(none declared)"
+	case m.Header != "":
+		return fmt.Sprintf("header %s: %s", m.Header, m.Value)
+	}
+	return fmt.Sprintf("status %d", m.Status)
+}
