@@ -6,14 +6,24 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 
+	"go.temporal.io/sdk/client"
+
+	"github.com/abde64c9/courier/devserver"
 	"github.com/abde64c9/courier/testsuite"
 )
 
 func runFaultlab(ctx context.Context, args []string) error {
+	// The real mode runs this program again as its crashing worker and its
+	// second client process.
+	if testsuite.RealProcessRole() != "" {
+		return testsuite.RealProcessMain(ctx)
+	}
 	fs := flag.NewFlagSet("faultlab", flag.ExitOnError)
-	mode := fs.String("mode", "testenv", "testenv (Temporal test environment) or real (a real dev server, real processes)")
+	mode := fs.String("mode", "testenv", "testenv (Temporal test environment) or real (a real Temporal server, real processes;\n"+
+		"its own dev server, or the one at TEMPORAL_ADDRESS)")
 	_ = fs.Parse(args)
 
 	var rep testsuite.LabReport
@@ -21,6 +31,8 @@ func runFaultlab(ctx context.Context, args []string) error {
 	switch *mode {
 	case "testenv":
 		rep, err = testsuite.RunTestEnv(ctx)
+	case "real":
+		rep, err = faultlabReal(ctx)
 	default:
 		return fmt.Errorf("--mode %q: use testenv or real", *mode)
 	}
@@ -36,4 +48,27 @@ func runFaultlab(ctx context.Context, args []string) error {
 		return &exitError{code: 1, err: errors.New("")}
 	}
 	return nil
+}
+
+// faultlabReal runs the cases against the server at TEMPORAL_ADDRESS, or a
+// dev server of its own (building the Temporal CLI first if it is missing).
+// Logs go to stderr: stdout is the report.
+func faultlabReal(ctx context.Context) (testsuite.LabReport, error) {
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	exe, err := os.Executable()
+	if err != nil {
+		return testsuite.LabReport{}, fmt.Errorf("find this program, to run its helper processes: %w", err)
+	}
+	o := testsuite.RealOptions{Process: []string{exe, "faultlab"}, Logger: logger, Log: os.Stderr}
+	if addr := os.Getenv("TEMPORAL_ADDRESS"); addr != "" {
+		var c client.Client
+		if c, err = dial(ctx, logger); err != nil {
+			return testsuite.LabReport{}, err
+		}
+		defer c.Close()
+		o.Client, o.Address = c, addr
+	} else if _, err := devserver.Ensure(ctx, os.Stderr); err != nil {
+		return testsuite.LabReport{}, err
+	}
+	return testsuite.RunReal(ctx, o)
 }
