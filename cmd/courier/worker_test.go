@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// A destinations file the worker accepts; the cases below break it.
+const goodDestinations = `{
+  "destinations": {
+    "helpdesk": {
+      "adapter": "http",
+      "url": "http://127.0.0.1:8081/helpdesk/tickets",
+      "contract": {
+        "dedup": "key",
+        "retry": {"max_attempts": 3, "attempt_timeout": "5s", "deadline": "1m"}
+      }
+    }
+  }
+}`
+
+func writeDestinations(t *testing.T, content string) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "destinations.json")
+	require.NoError(t, os.WriteFile(f, []byte(content), 0o644))
+	return f
+}
+
+// A bad setup stops `courier worker` at start, before it reaches Temporal,
+// with a message that names the problem; none reaches a server here.
+func TestWorkerCommandRefusesBadSetup(t *testing.T) {
+	t.Setenv("TEMPORAL_ADDRESS", "127.0.0.1:1")
+	t.Setenv("COURIER_TEST_HELPDESK_TOKEN", "")
+	for _, tc := range []struct {
+		name string
+		args func(t *testing.T) []string
+		code int // 0: any failure status
+		want []string
+	}{
+		{"no destinations flag", func(*testing.T) []string { return nil }, 2,
+			[]string{"--destinations is required"}},
+		{"missing file", func(t *testing.T) []string {
+			return []string{"--destinations", filepath.Join(t.TempDir(), "nope.json")}
+		}, 0, []string{"nope.json", "no such file"}},
+		{"unknown field", func(t *testing.T) []string {
+			return []string{"--destinations", writeDestinations(t,
+				strings.Replace(goodDestinations, `"url"`, `"urll"`, 1))}
+		}, 0, []string{"destinations.json: line ", `unknown field "urll"`}},
+		{"unbounded retries", func(t *testing.T) []string {
+			return []string{"--destinations", writeDestinations(t,
+				strings.Replace(goodDestinations, `"max_attempts": 3`, `"max_attempts": 0`, 1))}
+		}, 0, []string{`destination "helpdesk" (line 3)`, "retry.max_attempts", "unbounded retries are not allowed"}},
+		{"unknown dedup kind", func(t *testing.T) []string {
+			return []string{"--destinations", writeDestinations(t,
+				strings.Replace(goodDestinations, `"dedup": "key"`, `"dedup": "maybe"`, 1))}
+		}, 0, []string{`destination "helpdesk"`, `contract.dedup: unknown kind "maybe"`}},
+		{"missing secret", func(t *testing.T) []string {
+			return []string{"--destinations", writeDestinations(t, strings.Replace(goodDestinations, `"contract"`,
+				`"auth": {"header": "Authorization", "secret_env": "COURIER_TEST_HELPDESK_TOKEN"}, "contract"`, 1))}
+		}, 0, []string{`destination "helpdesk"`, "COURIER_TEST_HELPDESK_TOKEN is not set"}},
+		{"bad log format", func(t *testing.T) []string {
+			return []string{"--destinations", writeDestinations(t, goodDestinations), "--log-format", "xml"}
+		}, 2, []string{`log format "xml"`}},
+		{"stray argument", func(t *testing.T) []string {
+			return []string{"--destinations", writeDestinations(t, goodDestinations), "extra"}
+		}, 2, []string{`unexpected argument "extra"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := runWorker(context.Background(), tc.args(t))
+			require.Error(t, err)
+			for _, w := range tc.want {
+				require.ErrorContains(t, err, w)
+			}
+			require.NotContains(t, err.Error(), "cannot reach Temporal", "the setup must fail before dialing")
+			if tc.code != 0 {
+				var ee *exitError
+				require.True(t, errors.As(err, &ee), "want an exit status, got %v", err)
+				require.Equal(t, tc.code, ee.code)
+			}
+		})
+	}
+}
+
+// A good file gets as far as Temporal, and says where it looked.
+func TestWorkerCommandNamesUnreachableTemporal(t *testing.T) {
+	t.Setenv("TEMPORAL_ADDRESS", "127.0.0.1:1")
+	err := runWorker(context.Background(), []string{"--destinations", writeDestinations(t, goodDestinations)})
+	require.ErrorContains(t, err, "cannot reach Temporal at 127.0.0.1:1")
+}
+
+func takenPort(t *testing.T) (addr string, port int) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	return ln.Addr().String(), ln.Addr().(*net.TCPAddr).Port
+}
+
+func TestSandboxCommandNamesTakenAddress(t *testing.T) {
+	addr, _ := takenPort(t)
+	err := runSandbox(context.Background(), []string{"--addr", addr, "--db", filepath.Join(t.TempDir(), "s.db")})
+	require.ErrorContains(t, err, addr)
+	require.ErrorContains(t, err, "--addr")
+}
+
+// Taken ports stop `courier dev` before it starts anything, naming the
+// port and the flag that moves it.
+func TestDevCommandNamesTakenPorts(t *testing.T) {
+	addr, port := takenPort(t)
+	free := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		defer ln.Close()
+		return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	}
+	dir := filepath.Join(t.TempDir(), "state")
+	for flag, args := range map[string][]string{
+		"--port":    {"--port", strconv.Itoa(port), "--ui-port", free()},
+		"--ui-port": {"--port", free(), "--ui-port", strconv.Itoa(port)},
+		"--sandbox": {"--port", free(), "--ui-port", free(), "--sandbox", addr},
+	} {
+		t.Run(flag, func(t *testing.T) {
+			err := runDev(context.Background(), append([]string{"--dir", dir, "--metrics", ""}, args...))
+			require.ErrorContains(t, err, strconv.Itoa(port))
+			require.ErrorContains(t, err, flag)
+			_, statErr := os.Stat(dir)
+			require.True(t, os.IsNotExist(statErr), "nothing is created before the ports are checked")
+		})
+	}
+}

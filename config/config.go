@@ -1,0 +1,15 @@
+// Package config holds Courier's sample destinations files: the one
+// `courier dev` runs against the sandbox (embedded, so the binary works from
+// any directory) and the one docker-compose mounts into the worker.
+package config
+
+import _ "embed"
+
+// Dev is destinations.dev.json: one destination of each dedup kind against
+// the sandbox at DevSandboxAddr, and a SQLite ledger under .courier/.
+//
+//go:embed destinations.dev.json
+var Dev []byte
+
+// DevSandboxAddr is the sandbox address the dev file's URLs point at.
+const DevSandboxAddr = "127.0.0.1:8081"

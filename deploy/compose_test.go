@@ -1,0 +1,619 @@
+package deploy
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
+
+	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/workflows"
+)
+
+// No Docker engine runs where these tests do, so the compose file and the
+// Dockerfile are checked by construction: every name, path, port, command
+// and flag they use must refer to something real in this repository.
+
+const repoRoot = ".."
+
+type composeFile struct {
+	Name     string             `yaml:"name"`
+	Services map[string]service `yaml:"services"`
+	Volumes  map[string]any     `yaml:"volumes"`
+}
+
+type service struct {
+	Image           string                `yaml:"image"`
+	Build           *build                `yaml:"build"`
+	Command         stringList            `yaml:"command"`
+	Entrypoint      stringList            `yaml:"entrypoint"`
+	Environment     map[string]string     `yaml:"environment"`
+	Ports           []string              `yaml:"ports"`
+	Expose          []string              `yaml:"expose"`
+	Volumes         []string              `yaml:"volumes"`
+	DependsOn       map[string]dependency `yaml:"depends_on"`
+	Healthcheck     *healthcheck          `yaml:"healthcheck"`
+	Restart         string                `yaml:"restart"`
+	StopGracePeriod string                `yaml:"stop_grace_period"`
+}
+
+type build struct {
+	Context    string `yaml:"context"`
+	Dockerfile string `yaml:"dockerfile"`
+}
+
+type dependency struct {
+	Condition string `yaml:"condition"`
+}
+
+type healthcheck struct {
+	Test        []string `yaml:"test"`
+	Interval    string   `yaml:"interval"`
+	Timeout     string   `yaml:"timeout"`
+	Retries     int      `yaml:"retries"`
+	StartPeriod string   `yaml:"start_period"`
+}
+
+// stringList is a compose command or entrypoint: a list, or one string.
+type stringList []string
+
+func (s *stringList) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		*s = []string{n.Value}
+		return nil
+	}
+	var l []string
+	if err := n.Decode(&l); err != nil {
+		return err
+	}
+	*s = l
+	return nil
+}
+
+// loadCompose reads the compose file strictly: a key this test does not
+// know is an error, so nothing in the file goes unchecked.
+func loadCompose(t *testing.T) composeFile {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot, "docker-compose.yml"))
+	require.NoError(t, err)
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	var c composeFile
+	require.NoError(t, dec.Decode(&c), "docker-compose.yml")
+	return c
+}
+
+func TestComposeFileRefersToRealThings(t *testing.T) {
+	c := loadCompose(t)
+	require.Empty(t, checkCompose(c, courierFlags(t)))
+}
+
+func TestDockerfileBuildsCourier(t *testing.T) {
+	require.Empty(t, checkDockerfile(filepath.Join(repoRoot, "Dockerfile")))
+}
+
+// The checks must be able to fail: each mistake below, made on the real
+// file, is caught and named.
+func TestComposeCheckCatchesMistakes(t *testing.T) {
+	flags := courierFlags(t)
+	for _, tc := range []struct {
+		name   string
+		break_ func(c *composeFile)
+		want   string
+	}{
+		{"renamed server service", func(c *composeFile) {
+			c.Services["temporal-server"] = c.Services["temporal"]
+			delete(c.Services, "temporal")
+		}, `depends on "temporal", which is not a service`},
+		{"address of a service that does not exist", func(c *composeFile) {
+			c.Services["worker"].Environment["TEMPORAL_ADDRESS"] = "temporal-frontend:7233"
+		}, `TEMPORAL_ADDRESS "temporal-frontend:7233": no service "temporal-frontend"`},
+		{"server port not exposed", func(c *composeFile) {
+			c.Services["worker"].Environment["TEMPORAL_ADDRESS"] = "temporal:7234"
+		}, "port 7234 is not one the service exposes"},
+		{"misspelt subcommand", func(c *composeFile) {
+			c.Services["worker"].Command[0] = "wroker"
+		}, `courier wroker`},
+		{"flag that does not exist", func(c *composeFile) {
+			s := c.Services["worker"]
+			s.Command = append(slices.Clone(s.Command), "--concurrency", "4")
+			c.Services["worker"] = s
+		}, "--concurrency"},
+		{"destinations file not mounted", func(c *composeFile) {
+			s := c.Services["worker"]
+			s.Volumes = nil
+			c.Services["worker"] = s
+		}, "/config/destinations.compose.json is not in a bind mount"},
+		{"secret missing from the environment", func(c *composeFile) {
+			delete(c.Services["worker"].Environment, "HELPDESK_TOKEN")
+		}, "HELPDESK_TOKEN"},
+		{"colliding host ports", func(c *composeFile) {
+			s := c.Services["sandbox"]
+			s.Ports = []string{"8080:8081"}
+			c.Services["sandbox"] = s
+		}, "host port 8080"},
+		{"search attribute missing", func(c *composeFile) {
+			s := c.Services["temporal-setup"]
+			s.Command = stringList{strings.Replace(s.Command[0], "--name CourierState --type Keyword", "", 1)}
+			c.Services["temporal-setup"] = s
+		}, "CourierState"},
+		{"healthy dependency without healthcheck", func(c *composeFile) {
+			s := c.Services["sandbox"]
+			s.Healthcheck = nil
+			c.Services["sandbox"] = s
+		}, `waits for "sandbox" to be healthy, which has no healthcheck`},
+		{"unpinned image", func(c *composeFile) {
+			s := c.Services["temporal-ui"]
+			s.Image = "temporalio/ui:latest"
+			c.Services["temporal-ui"] = s
+		}, "temporalio/ui:latest"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := loadCompose(t)
+			tc.break_(&c)
+			problems := checkCompose(c, flags)
+			require.NotEmpty(t, problems)
+			require.Contains(t, strings.Join(problems, "\n"), tc.want)
+		})
+	}
+}
+
+func TestDockerfileCheckCatchesMistakes(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(repoRoot, "Dockerfile"))
+	require.NoError(t, err)
+	for name, tc := range map[string]struct{ old, new, want string }{
+		"another package": {"./cmd/courier", "./cmd/other", "./cmd/courier"},
+		"runs as root":    {"USER 10001", "USER root", "non-root"},
+		"old Go":          {"golang:1.26", "golang:1.22", "go.mod"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := filepath.Join(t.TempDir(), "Dockerfile")
+			require.NoError(t, os.WriteFile(f, bytes.ReplaceAll(b, []byte(tc.old), []byte(tc.new)), 0o644))
+			require.Contains(t, strings.Join(checkDockerfile(f), "\n"), tc.want)
+		})
+	}
+}
+
+// checkCompose lists everything in c that does not refer to something real.
+func checkCompose(c composeFile, flags func(sub string) (map[string]bool, error)) []string {
+	var problems []string
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	names := slices.Sorted(func(yield func(string) bool) {
+		for n := range c.Services {
+			if !yield(n) {
+				return
+			}
+		}
+	})
+
+	hostPorts := map[string]string{}
+	for _, name := range names {
+		s := c.Services[name]
+		for dep, d := range s.DependsOn {
+			target, ok := c.Services[dep]
+			switch {
+			case !ok:
+				bad("%s depends on %q, which is not a service", name, dep)
+				continue
+			case d.Condition == "service_healthy" && target.Healthcheck == nil:
+				bad("%s waits for %q to be healthy, which has no healthcheck", name, dep)
+			case !slices.Contains([]string{"service_started", "service_healthy", "service_completed_successfully"}, d.Condition):
+				bad("%s depends on %q with condition %q", name, dep, d.Condition)
+			}
+		}
+		if s.Image == "" && s.Build == nil {
+			bad("%s has neither image nor build", name)
+		}
+		if s.Build == nil {
+			if _, tag, ok := strings.Cut(s.Image, ":"); !ok || tag == "latest" {
+				bad("%s: image %q must be pinned to a version", name, s.Image)
+			}
+		}
+		for _, p := range s.Ports {
+			host, _, ok := strings.Cut(p, ":")
+			if !ok {
+				bad("%s: port %q must be HOST:CONTAINER", name, p)
+				continue
+			}
+			if other, taken := hostPorts[host]; taken {
+				bad("%s and %s both publish host port %s", other, name, host)
+			}
+			hostPorts[host] = name
+		}
+		for _, v := range s.Volumes {
+			src, _, _ := strings.Cut(v, ":")
+			if strings.HasPrefix(src, ".") {
+				if _, err := os.Stat(filepath.Join(repoRoot, src)); err != nil {
+					bad("%s mounts %s, which is not in the repository", name, src)
+				}
+			} else if _, ok := c.Volumes[src]; !ok {
+				bad("%s mounts volume %q, which is not declared under volumes", name, src)
+			}
+		}
+		if addr, ok := s.Environment["TEMPORAL_ADDRESS"]; ok {
+			problems = append(problems, checkAddress(c, name, "TEMPORAL_ADDRESS "+fmt.Sprintf("%q", addr), addr)...)
+		}
+		if s.Build != nil {
+			problems = append(problems, checkCourierService(c, name, s, flags)...)
+		}
+		if p, ok := s.Environment["DYNAMIC_CONFIG_FILE_PATH"]; ok {
+			// The server resolves it from /etc/temporal.
+			if _, err := hostPath(s, path.Join("/etc/temporal", p)); err != nil {
+				bad("%s: DYNAMIC_CONFIG_FILE_PATH %s: %v", name, p, err)
+			}
+		}
+		for _, part := range s.Command {
+			if strings.Contains(part, "search-attribute create") {
+				problems = append(problems, checkSearchAttributes(name, part)...)
+			}
+		}
+	}
+	problems = append(problems, checkVersions(c)...)
+	return problems
+}
+
+// checkAddress checks a host:port inside the compose network: the host is a
+// service and the port one its container exposes.
+func checkAddress(c composeFile, user, what, addr string) []string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return []string{fmt.Sprintf("%s: %s: %v", user, what, err)}
+	}
+	target, ok := c.Services[host]
+	if !ok {
+		return []string{fmt.Sprintf("%s: %s: no service %q (inside the compose network the host is a service name)", user, what, host)}
+	}
+	if !slices.Contains(containerPorts(target), port) {
+		return []string{fmt.Sprintf("%s: %s: port %s is not one the service exposes (%v)", user, what, port, containerPorts(target))}
+	}
+	if target.Healthcheck == nil {
+		return nil
+	}
+	if d, ok := c.Services[user].DependsOn[host]; !ok || d.Condition != "service_healthy" {
+		return []string{fmt.Sprintf("%s uses %s but does not wait for it to be healthy", user, host)}
+	}
+	return nil
+}
+
+// containerPorts are the ports a service listens on: published or exposed
+// ones, and a courier sandbox's --addr.
+func containerPorts(s service) []string {
+	ports := slices.Clone(s.Expose)
+	for _, p := range s.Ports {
+		parts := strings.Split(p, ":")
+		ports = append(ports, parts[len(parts)-1])
+	}
+	if len(s.Command) > 0 && s.Command[0] == "sandbox" {
+		if a := flagValue(s.Command, "--addr"); a != "" {
+			if _, port, err := net.SplitHostPort(a); err == nil {
+				ports = append(ports, port)
+			}
+		}
+	}
+	return ports
+}
+
+// checkCourierService checks a service running the courier image: a real
+// subcommand with real flags, and for the worker, its destinations file.
+func checkCourierService(c composeFile, name string, s service, flags func(string) (map[string]bool, error)) []string {
+	var problems []string
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	if s.Build.Context != "." || s.Build.Dockerfile != "Dockerfile" {
+		bad("%s: build must be the repository's Dockerfile (context ., dockerfile Dockerfile)", name)
+	}
+	if len(s.Command) == 0 {
+		bad("%s: no command (a courier subcommand)", name)
+		return problems
+	}
+	known, err := flags(s.Command[0])
+	if err != nil {
+		bad("%s: command `courier %s` is not a courier subcommand: %v", name, s.Command[0], err)
+		return problems
+	}
+	for _, arg := range s.Command[1:] {
+		if f, ok := strings.CutPrefix(arg, "--"); ok {
+			f, _, _ = strings.Cut(f, "=")
+			if !known[f] {
+				bad("%s: courier %s has no flag --%s", name, s.Command[0], f)
+			}
+		}
+	}
+	switch s.Command[0] {
+	case "worker":
+		problems = append(problems, checkWorker(c, name, s)...)
+	case "sandbox":
+		if a := flagValue(s.Command, "--addr"); !strings.HasPrefix(a, "0.0.0.0:") {
+			bad("%s: --addr %q must listen on 0.0.0.0 to be reachable from other containers", name, a)
+		}
+	}
+	return problems
+}
+
+func checkWorker(c composeFile, name string, s service) []string {
+	var problems []string
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	if _, ok := s.Environment["TEMPORAL_ADDRESS"]; !ok {
+		bad("%s: TEMPORAL_ADDRESS is not set: the worker would look for Temporal in its own container", name)
+	}
+	if m := flagValue(s.Command, "--metrics"); m != "" {
+		_, port, _ := net.SplitHostPort(m)
+		if !slices.Contains(containerPorts(s), port) {
+			bad("%s: metrics port %s is not published", name, port)
+		}
+	}
+	file := flagValue(s.Command, "--destinations")
+	local, err := hostPath(s, file)
+	if err != nil {
+		bad("%s: --destinations %s: %v", name, file, err)
+		return problems
+	}
+	cfg, err := contract.Load(local)
+	if err != nil {
+		bad("%s: %v", name, err)
+		return problems
+	}
+	for _, dn := range cfg.Names() {
+		d := cfg.Destinations[dn]
+		if a := d.Auth; a != nil && a.SecretEnv != "" && s.Environment[a.SecretEnv] == "" {
+			bad("%s: destination %q reads its secret from %s, which the service's environment does not set", name, dn, a.SecretEnv)
+		}
+		if a := d.Auth; a != nil && a.SecretFile != "" {
+			if _, err := hostPath(s, a.SecretFile); err != nil {
+				bad("%s: destination %q: auth.secret_file %s: %v", name, dn, a.SecretFile, err)
+			}
+		}
+		var hosts []string
+		for _, raw := range []string{d.URL, d.LookupURL} {
+			if raw == "" {
+				continue
+			}
+			u, err := url.Parse(strings.NewReplacer("{key}", "k", "{business_id}", "b").Replace(raw))
+			if err != nil {
+				bad("%s: destination %q: %v", name, dn, err)
+				continue
+			}
+			port := u.Port()
+			if port == "" {
+				port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+			}
+			hosts = append(hosts, net.JoinHostPort(u.Hostname(), port))
+		}
+		if d.Driver == "pgx" {
+			u, err := url.Parse(d.DSN)
+			if err != nil {
+				bad("%s: destination %q: dsn: %v", name, dn, err)
+				continue
+			}
+			hosts = append(hosts, u.Host)
+			if _, hasPassword := u.User.Password(); !hasPassword && s.Environment["PGPASSWORD"] == "" {
+				bad("%s: destination %q: the dsn has no password and PGPASSWORD is not set", name, dn)
+			}
+		}
+		for _, h := range hosts {
+			for _, p := range checkAddress(c, name, fmt.Sprintf("destination %q at %s", dn, h), h) {
+				bad("%s", p)
+			}
+			host, _, _ := net.SplitHostPort(h)
+			if _, ok := s.DependsOn[host]; !ok {
+				bad("%s: destination %q is served by %s, which the worker does not depend on", name, dn, host)
+			}
+		}
+	}
+	return problems
+}
+
+// hostPath maps a path inside a service's container to the repository file
+// a bind mount puts there.
+func hostPath(s service, inContainer string) (string, error) {
+	for _, v := range s.Volumes {
+		parts := strings.Split(v, ":")
+		if len(parts) < 2 || !strings.HasPrefix(parts[0], ".") {
+			continue
+		}
+		if rel, ok := strings.CutPrefix(inContainer, parts[1]+"/"); ok {
+			p := filepath.Join(repoRoot, parts[0], rel)
+			if _, err := os.Stat(p); err != nil {
+				return "", fmt.Errorf("mounted from %s, which does not exist", p)
+			}
+			return p, nil
+		}
+		if inContainer == parts[1] {
+			return filepath.Join(repoRoot, parts[0]), nil
+		}
+	}
+	return "", fmt.Errorf("%s is not in a bind mount of the repository", inContainer)
+}
+
+var saArg = regexp.MustCompile(`--name\s+(\S+)\s+--type\s+(\S+)`)
+
+// checkSearchAttributes: the setup job creates exactly Courier's attributes.
+func checkSearchAttributes(name, script string) []string {
+	var problems []string
+	var created []string
+	for _, m := range saArg.FindAllStringSubmatch(script, -1) {
+		created = append(created, m[1])
+		if m[2] != "Keyword" {
+			problems = append(problems, fmt.Sprintf("%s: search attribute %s has type %s, want Keyword", name, m[1], m[2]))
+		}
+	}
+	want := slices.Sorted(slices.Values(workflows.SearchAttributeNames))
+	slices.Sort(created)
+	if !slices.Equal(created, want) {
+		problems = append(problems, fmt.Sprintf("%s creates search attributes %v, want exactly %v", name, created, want))
+	}
+	return problems
+}
+
+// checkVersions pins Temporal to the server and UI the rest of the
+// repository is built and tested against (see devserver.CLIVersion).
+func checkVersions(c composeFile) []string {
+	want := map[string]string{
+		"temporalio/server:":      "1.29.",
+		"temporalio/admin-tools:": "1.29.",
+		"temporalio/ui:":          "2.42.",
+	}
+	var problems []string
+	for _, name := range slices.Sorted(func(yield func(string) bool) {
+		for n := range c.Services {
+			if !yield(n) {
+				return
+			}
+		}
+	}) {
+		img := c.Services[name].Image
+		for prefix, version := range want {
+			if tag, ok := strings.CutPrefix(img, prefix); ok && !strings.HasPrefix(tag, version) {
+				problems = append(problems, fmt.Sprintf("%s: %s, want %s%s*", name, img, prefix, version))
+			}
+		}
+	}
+	return problems
+}
+
+func flagValue(args []string, flag string) string {
+	for i, a := range args {
+		if a == flag && i+1 < len(args) {
+			return args[i+1]
+		}
+		if v, ok := strings.CutPrefix(a, flag+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// checkDockerfile: a multi-stage build of ./cmd/courier with the module's
+// Go version, into a non-root image whose entrypoint is courier (compose
+// commands are courier subcommands).
+func checkDockerfile(file string) []string {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	var problems []string
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	var froms, users []string
+	var builds, entrypoint string
+	s := bufio.NewScanner(bytes.NewReader(b))
+	for s.Scan() {
+		line := strings.TrimSpace(s.Text())
+		instr, rest, _ := strings.Cut(line, " ")
+		switch strings.ToUpper(instr) {
+		case "FROM":
+			froms = append(froms, rest)
+			users = append(users, "") // USER is per stage
+		case "USER":
+			users[len(users)-1] = rest
+		case "RUN":
+			if strings.Contains(rest, "go build") {
+				builds += rest + "\n"
+			}
+		case "ENTRYPOINT":
+			entrypoint = rest
+		}
+	}
+	if len(froms) < 2 {
+		bad("Dockerfile: want a multi-stage build (a Go stage, then a small runtime stage)")
+		return problems
+	}
+	if !strings.Contains(builds, "./cmd/courier") {
+		bad("Dockerfile: no `go build ... ./cmd/courier`")
+	}
+	if gov := goVersion(); !strings.HasPrefix(froms[0], "golang:"+gov) {
+		bad("Dockerfile: build stage %q does not use Go %s from go.mod", froms[0], gov)
+	}
+	if u := users[len(users)-1]; u == "" || u == "root" || u == "0" {
+		bad("Dockerfile: the runtime stage must run as a non-root USER, not %q", u)
+	}
+	if entrypoint != `["courier"]` {
+		bad(`Dockerfile: ENTRYPOINT must be ["courier"], got %s`, entrypoint)
+	}
+	return problems
+}
+
+func goVersion() string {
+	b, _ := os.ReadFile(filepath.Join(repoRoot, "go.mod"))
+	m := regexp.MustCompile(`(?m)^go (\d+\.\d+)`).FindSubmatch(b)
+	if m == nil {
+		return "?"
+	}
+	return string(m[1])
+}
+
+var flagLine = regexp.MustCompile(`(?m)^\s+-([a-z][a-z0-9-]*)`)
+
+// courierFlags builds the courier binary once and reads each subcommand's
+// flags from its -h, so the compose commands are checked against the real
+// thing.
+func courierFlags(t *testing.T) func(sub string) (map[string]bool, error) {
+	t.Helper()
+	bin := buildCourier(t)
+	var mu sync.Mutex
+	cache := map[string]map[string]bool{}
+	return func(sub string) (map[string]bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if f, ok := cache[sub]; ok {
+			return f, nil
+		}
+		out, err := exec.Command(bin, sub, "-h").CombinedOutput()
+		if err != nil {
+			return nil, fmt.Errorf("%v: %s", err, firstLine(out))
+		}
+		f := map[string]bool{}
+		for _, m := range flagLine.FindAllStringSubmatch(string(out), -1) {
+			f[m[1]] = true
+		}
+		cache[sub] = f
+		return f, nil
+	}
+}
+
+var (
+	buildOnce sync.Once
+	builtBin  string
+	buildErr  error
+)
+
+func buildCourier(t *testing.T) string {
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "courier-deploy-test")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		builtBin = filepath.Join(dir, "courier")
+		out, err := exec.Command("go", "build", "-o", builtBin, "../cmd/courier").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build ./cmd/courier: %v\n%s", err, out)
+		}
+	})
+	require.NoError(t, buildErr)
+	return builtBin
+}
+
+func firstLine(b []byte) string {
+	l, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
+	return l
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if builtBin != "" {
+		os.RemoveAll(filepath.Dir(builtBin))
+	}
+	os.Exit(code)
+}

@@ -1,0 +1,119 @@
+package devstack
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/abde64c9/courier/config"
+	"github.com/abde64c9/courier/devserver"
+	"github.com/abde64c9/courier/workflows"
+)
+
+// notes say what each sample destination is for.
+var notes = map[string]string{
+	"helpdesk": "the service honours Idempotency-Key: retries replay the first receipt",
+	"ledger":   "SQLite table with a UNIQUE key, written in the effect's transaction",
+	"crm":      "no dedup, but an effect can be found by key after an unknown outcome",
+	"legacy":   "no dedup at all: an unknown outcome waits for your review",
+	"ignoring": "declares key support the service does not have: what `courier probe` catches",
+}
+
+// ListURL is the web UI's workflow list filtered by a visibility query.
+func ListURL(uiURL, query string) string {
+	return uiURL + "/namespaces/" + Namespace + "/workflows?query=" + url.QueryEscape(query)
+}
+
+// AwaitingReviewURL lists the deliveries waiting for a review decision.
+func (s *Stack) AwaitingReviewURL() string {
+	return ListURL(s.UIURL(), fmt.Sprintf("%s=%q", workflows.SAState.GetName(), string(workflows.StateAwaitingReview)))
+}
+
+// DeliveriesURL lists every delivery.
+func (s *Stack) DeliveriesURL() string {
+	return ListURL(s.UIURL(), fmt.Sprintf("WorkflowType=%q", workflows.WorkflowType))
+}
+
+// Banner is what `courier dev` prints once everything runs: where things
+// are, and commands to copy. Example ids are fresh on every start, so the
+// walkthrough works again on a stack that remembers the last run's.
+func (s *Stack) Banner() string {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	cfg, _ := Destinations(s.sandboxURL, s.o.Dir)
+
+	p("")
+	p("Courier dev is running. State: %s (kept across runs). Ctrl-C stops everything.", s.o.Dir)
+	p("")
+	p("  Temporal         %s, namespace %s (server log: %s)", s.hostPort(), Namespace, filepath.Join(s.o.Dir, TemporalLog))
+	p("  Web UI           %s", s.UIURL())
+	p("  Deliveries       %s", s.DeliveriesURL())
+	p("  Awaiting review  %s", s.AwaitingReviewURL())
+	p("  Sandbox          %s (what it stored: GET /admin/records?destination=NAME)", s.sandboxURL)
+	if m := s.MetricsURL(); m != "" {
+		p("  Worker metrics   %s", m)
+	}
+	p("")
+	p("  Destinations (config/destinations.dev.json):")
+	for _, name := range cfg.Names() {
+		p("    %-9s dedup %-14s %s", name, cfg.Destinations[name].Contract.Dedup, notes[name])
+	}
+
+	c := s.o.Command
+	run := s.started.Format("150405")
+	dup := workflows.Operation{Destination: "helpdesk", Operation: "create-ticket", BusinessID: "order-" + run + "-1"}
+	unk := workflows.Operation{Destination: "legacy", Operation: "create-ticket", BusinessID: "order-" + run + "-2"}
+	deliver := func(op workflows.Operation, subject string) string {
+		return fmt.Sprintf("%s deliver --destination %s --operation %s --id %s --payload '{\"subject\": %q}'",
+			c, op.Destination, op.Operation, op.BusinessID, subject)
+	}
+	p("")
+	p("Try it in another terminal:")
+	p("")
+	p("  export TEMPORAL_ADDRESS=%s", s.hostPort())
+	p("")
+	p("  # 1. One ticket, asked for twice: created, then duplicate (the same receipt)")
+	p("  %s", deliver(dup, "Printer on fire"))
+	p("  %s", deliver(dup, "Printer on fire"))
+	p("")
+	p("  # 2. The sandbox drops the next legacy response right after committing the ticket:")
+	p("  #    an unknown outcome, which a destination without dedup cannot retry safely")
+	p("  curl -s -X POST %s/admin/faults -d '{\"destination\": \"legacy\", \"fault\": \"close_after_commit\"}'", s.sandboxURL)
+	p("  %s", deliver(unk, "Call the customer back"))
+	p("")
+	p("  # 3. It waits for a person: here, and in the web UI (Awaiting review, above)")
+	p("  %s list --state %s", c, workflows.StateAwaitingReview)
+	p("  curl -s '%s/admin/records?destination=legacy'   # the ticket is there: note its id", s.sandboxURL)
+	p("  %s review %s --decision delivered --reviewer you --resource-id ticket-N --note 'found in legacy'",
+		c, workflows.Key(unk))
+	if s.sandboxURL == "http://"+config.DevSandboxAddr {
+		p("")
+		p("  # 4. Does a destination do what its contract says? (from the Courier checkout)")
+		p("  %s probe ignoring --destinations config/destinations.dev.json", c)
+	}
+	if c == "courier" {
+		if _, err := exec.LookPath("courier"); err != nil {
+			p("")
+			p("  (courier is not on your PATH: `go install ./cmd/courier` from the checkout, or use `go run ./cmd/courier`)")
+		}
+	}
+	p("")
+	return b.String()
+}
+
+// guessCommand is how a user in this directory runs courier: the installed
+// binary, or `go run` from the checkout's root.
+func guessCommand() string {
+	if _, err := exec.LookPath("courier"); err == nil {
+		return "courier"
+	}
+	root, err := devserver.RepoRoot()
+	wd, _ := os.Getwd()
+	if err == nil && root == wd {
+		return "go run ./cmd/courier"
+	}
+	return "courier"
+}

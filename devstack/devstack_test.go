@@ -1,0 +1,154 @@
+package devstack_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/devserver"
+	"github.com/abde64c9/courier/devstack"
+	"github.com/abde64c9/courier/sandbox"
+	"github.com/abde64c9/courier/starter"
+	"github.com/abde64c9/courier/workflows"
+)
+
+func TestDestinationsCoverEveryDedupKind(t *testing.T) {
+	dir := t.TempDir()
+	cfg, err := devstack.Destinations("http://127.0.0.1:9999", dir)
+	require.NoError(t, err)
+	var kinds []contract.Dedup
+	for _, name := range cfg.Names() {
+		d := cfg.Destinations[name]
+		kinds = append(kinds, d.Contract.Dedup)
+		switch d.Adapter {
+		case contract.AdapterHTTP:
+			require.True(t, strings.HasPrefix(d.URL, "http://127.0.0.1:9999/"), d.URL)
+			if d.LookupURL != "" {
+				require.True(t, strings.HasPrefix(d.LookupURL, "http://127.0.0.1:9999/"), d.LookupURL)
+			}
+		case contract.AdapterSQL:
+			require.Equal(t, dir, filepath.Dir(d.DSN), "SQLite files live in the state folder")
+		}
+	}
+	for _, k := range []contract.Dedup{contract.DedupKey, contract.DedupUniqueCommit, contract.DedupLookup, contract.DedupNone} {
+		require.Contains(t, kinds, k)
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// The stack starts and stops cleanly, prints where everything is, and a
+// second start on the same folder finds the deliveries of the first: one
+// finished, one still waiting for its review.
+func TestStackKeepsDeliveriesAcrossRestarts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Temporal dev server")
+	}
+	if _, err := devserver.Binary(); err != nil {
+		t.Skip(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	o := devstack.Options{
+		Dir:         filepath.Join(t.TempDir(), ".courier"),
+		Port:        freePort(t),
+		UIPort:      freePort(t),
+		SandboxAddr: "127.0.0.1:0",
+		MetricsAddr: "127.0.0.1:0",
+		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Command:     "courier",
+	}
+
+	s, err := devstack.Start(ctx, o)
+	require.NoError(t, err)
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = s.Stop()
+		}
+	}()
+
+	banner := s.Banner()
+	awaiting := s.AwaitingReviewURL()
+	require.Equal(t, s.UIURL()+"/namespaces/default/workflows?query=CourierState%3D%22awaiting_review%22", awaiting)
+	for _, want := range []string{
+		s.UIURL(), awaiting, s.DeliveriesURL(), s.SandboxURL(), s.MetricsURL(), "export TEMPORAL_ADDRESS=127.0.0.1:",
+		"courier deliver --destination helpdesk", s.SandboxURL() + "/admin/faults",
+		`"fault": "close_after_commit"`, "courier deliver --destination legacy",
+		"courier list --state awaiting_review", "courier review ",
+	} {
+		require.Contains(t, banner, want)
+	}
+	for _, u := range []string{s.UIURL(), awaiting, s.MetricsURL()} {
+		resp, err := http.Get(u)
+		require.NoError(t, err, u)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, u)
+	}
+
+	st := starter.New(s.Client())
+	ticket := func(dest, id string) workflows.DeliveryInput {
+		return workflows.DeliveryInput{
+			Operation: workflows.Operation{Destination: dest, Operation: "create-ticket", BusinessID: id},
+			Payload:   json.RawMessage(`{"subject": "kept across restarts"}`),
+		}
+	}
+	first, err := st.Deliver(ctx, ticket("helpdesk", "persist-1"))
+	require.NoError(t, err)
+	require.Equal(t, workflows.StatusCreated, first.Status)
+	require.NoError(t, s.Sandbox().Inject("legacy", sandbox.Fault{Kind: sandbox.FaultCloseAfterCommit}))
+	parked, err := st.Deliver(ctx, ticket("legacy", "persist-2"))
+	require.NoError(t, err)
+	require.Equal(t, workflows.StateAwaitingReview, parked.State)
+
+	require.NoError(t, s.Stop())
+	stopped = true
+
+	// Same folder and ports: the ports were released, the files kept.
+	s, err = devstack.Start(ctx, o)
+	require.NoError(t, err)
+	stopped = false
+	st = starter.New(s.Client())
+
+	again, err := st.Status(ctx, first.Key)
+	require.NoError(t, err)
+	require.Equal(t, workflows.StatusCreated, again.Status)
+	require.Equal(t, first.Receipt.ResourceID, again.Receipt.ResourceID)
+	dup, err := st.Deliver(ctx, ticket("helpdesk", "persist-1"))
+	require.NoError(t, err)
+	require.Equal(t, workflows.StatusDuplicate, dup.Status)
+	recs, err := s.Sandbox().Records("helpdesk")
+	require.NoError(t, err)
+	require.Len(t, recs, 1, "the sandbox kept its one ticket, and no second was made")
+
+	require.Eventually(t, func() bool {
+		list, err := st.ListAwaitingReview(ctx)
+		return err == nil && slices.ContainsFunc(list, func(d starter.Delivery) bool { return d.Key == parked.Key })
+	}, 30*time.Second, 200*time.Millisecond, "the parked delivery is listed after the restart")
+	_, err = st.Review(ctx, parked.Key, workflows.ReviewDecision{
+		Decision: workflows.DecisionDelivered, Reviewer: "test", ResourceID: "ticket-1", Note: "found it"})
+	require.NoError(t, err)
+	done, err := st.Wait(ctx, parked.Key)
+	require.NoError(t, err)
+	require.Equal(t, workflows.StatusDeliveredByReview, done.Status)
+
+	require.NoError(t, s.Stop())
+	stopped = true
+}

@@ -1,0 +1,133 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	prom "github.com/prometheus/client_golang/prometheus"
+	"github.com/uber-go/tally/v4"
+	tallyprom "github.com/uber-go/tally/v4/prometheus"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	sdktally "go.temporal.io/sdk/contrib/tally"
+
+	"github.com/abde64c9/courier/workflows"
+)
+
+// Courier's own metrics, next to the SDK's temporal_* ones. Counters are
+// exported with a _total suffix (courier_deliveries_total, ...).
+const (
+	// MetricDeliveries counts finished deliveries by destination and final
+	// status (created, duplicate, conflict, rejected, attempt_limit,
+	// delivered_by_review, abandoned).
+	MetricDeliveries = "courier_deliveries"
+	// MetricAttempts counts attempts by destination and class (created,
+	// replayed, not_sent, unknown_outcome, ...). A lost attempt (the worker
+	// died mid-attempt) counts as unknown_outcome, as the workflow sees it.
+	MetricAttempts = "courier_attempts"
+	// MetricUnknownOutcomes counts attempts whose effect is uncertain: no
+	// answer after the request was (or may have been) written, or a 5xx.
+	MetricUnknownOutcomes = "courier_unknown_outcomes"
+	// MetricAwaitingReview is a gauge of the deliveries parked for a human
+	// decision, by destination, read from the visibility store.
+	MetricAwaitingReview = "courier_deliveries_awaiting_review"
+)
+
+// Metrics is a Prometheus registry that the Temporal client and Courier
+// report into through the SDK's metrics handler.
+type Metrics struct {
+	// Handler goes in client.Options.MetricsHandler.
+	Handler client.MetricsHandler
+	http    http.Handler
+	scope   io.Closer
+}
+
+// reportEvery is how often tally hands its values to the Prometheus registry.
+const reportEvery = time.Second
+
+// NewMetrics makes a registry of its own, so that several workers can live
+// in one process (tests, `courier dev`) without clashing.
+func NewMetrics(logger *slog.Logger) *Metrics {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	reg := prom.NewRegistry()
+	reporter := tallyprom.NewReporter(tallyprom.Options{
+		Registerer: reg,
+		// The default panics; a metric registered twice with other tags
+		// must not take the worker down.
+		OnRegisterError: func(err error) { logger.Warn("metrics: register", "error", err) },
+	})
+	scope, closer := tally.NewRootScope(tally.ScopeOptions{
+		CachedReporter:  reporter,
+		Separator:       tallyprom.DefaultSeparator,
+		SanitizeOptions: &sdktally.PrometheusSanitizeOptions,
+	}, reportEvery)
+	return &Metrics{
+		Handler: sdktally.NewMetricsHandler(sdktally.NewPrometheusNamingScope(scope)),
+		http:    reporter.HTTPHandler(),
+		scope:   closer,
+	}
+}
+
+// HTTPHandler serves the registry in the Prometheus text format.
+func (m *Metrics) HTTPHandler() http.Handler { return m.http }
+
+// Close flushes the last values.
+func (m *Metrics) Close() error { return m.scope.Close() }
+
+// awaitingReviewQuery counts one destination's parked deliveries.
+func awaitingReviewQuery(destination string) string {
+	return fmt.Sprintf("WorkflowType = %q AND ExecutionStatus = 'Running' AND %s = %q AND %s = %q",
+		workflows.WorkflowType,
+		workflows.SAState.GetName(), string(workflows.StateAwaitingReview),
+		workflows.SADestination.GetName(), destination)
+}
+
+// watchAwaitingReview keeps the awaiting-review gauge current until ctx is
+// done. The count comes from the visibility store, not from events this
+// process saw: a parked delivery may have been parked by another worker, or
+// before this one started, and stays parked across restarts. Every worker
+// reports the same cluster-wide value, so aggregate with max(), not sum().
+func watchAwaitingReview(ctx context.Context, c client.Client, namespace string, destinations []string,
+	h client.MetricsHandler, every time.Duration, logger *slog.Logger) {
+	gauges := make(map[string]client.MetricsGauge, len(destinations))
+	for _, d := range destinations {
+		gauges[d] = h.WithTags(map[string]string{"namespace": namespace, "destination": d}).Gauge(MetricAwaitingReview)
+	}
+	failing := false
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		var err error
+		for _, d := range destinations {
+			var resp *workflowservice.CountWorkflowExecutionsResponse
+			resp, err = c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{
+				Namespace: namespace, Query: awaitingReviewQuery(d),
+			})
+			if err != nil {
+				break
+			}
+			gauges[d].Update(float64(resp.GetCount()))
+		}
+		switch {
+		case err != nil && ctx.Err() == nil && !failing:
+			// Once per failure streak: the visibility store may be briefly
+			// unavailable, and the gauge keeps its last value meanwhile.
+			logger.Warn("metrics: cannot count deliveries awaiting review", "error", err)
+			failing = true
+		case err == nil && failing:
+			logger.Info("metrics: counting deliveries awaiting review again")
+			failing = false
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

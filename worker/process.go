@@ -1,0 +1,251 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
+	sdklog "go.temporal.io/sdk/log"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/abde64c9/courier/activities"
+	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/workflows"
+)
+
+// Defaults of a worker process.
+const (
+	// DefaultReviewPoll is how often the awaiting-review gauge is refreshed.
+	DefaultReviewPoll = 15 * time.Second
+	// DefaultStopTimeout lets in-flight attempts finish on a graceful stop;
+	// an attempt cut short is an unknown outcome the workflow must resolve.
+	DefaultStopTimeout = 10 * time.Second
+	dialTimeout        = 10 * time.Second
+)
+
+// ProcessOptions configures a worker process: what `courier worker` and
+// `courier dev` run.
+type ProcessOptions struct {
+	// Config is the destinations (contract.Load or contract.Parse).
+	Config contract.Config
+	// Logger receives Courier's and the SDK's logs; nil is slog.Default().
+	Logger *slog.Logger
+	// Client is how to reach Temporal; nil reads Temporal's standard client
+	// environment (see ClientOptions).
+	Client *client.Options
+	// MetricsAddr, when set, serves Prometheus metrics on /metrics and
+	// readiness on /healthz, e.g. ":9090".
+	MetricsAddr string
+	// ReviewPoll is how often the awaiting-review gauge is refreshed.
+	ReviewPoll time.Duration
+	// Worker options for every worker of the process.
+	Worker sdkworker.Options
+}
+
+// Process is a running worker process: its Temporal client, its workers
+// and its metrics endpoint.
+type Process struct {
+	log      *slog.Logger
+	client   client.Client
+	adapters *Adapters
+	workers  []sdkworker.Worker
+	metrics  *Metrics
+	http     *http.Server
+	addr     string
+	ready    atomic.Bool
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// StartProcess opens the destinations, connects to Temporal and starts the
+// workers. Everything that can be wrong with the setup (a missing secret, a
+// taken metrics port, an unreachable server) is an error here, before any
+// task is taken.
+func StartProcess(ctx context.Context, o ProcessOptions) (_ *Process, err error) {
+	logger := o.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	if len(o.Config.Destinations) == 0 {
+		return nil, errors.New("no destinations configured")
+	}
+	p := &Process{log: logger, metrics: NewMetrics(logger)}
+	defer func() {
+		if err != nil {
+			p.close()
+		}
+	}()
+	if p.adapters, err = OpenAdapters(o.Config); err != nil {
+		return nil, err
+	}
+	if o.MetricsAddr != "" {
+		if err := p.listenMetrics(o.MetricsAddr); err != nil {
+			return nil, err
+		}
+	}
+
+	var co client.Options
+	if o.Client != nil {
+		co = *o.Client
+	} else if co, err = ClientOptions(logger); err != nil {
+		return nil, err
+	}
+	if co.HostPort == "" {
+		co.HostPort = client.DefaultHostPort
+	}
+	if co.Namespace == "" {
+		co.Namespace = client.DefaultNamespace
+	}
+	co.Logger = sdklog.NewStructuredLogger(logger)
+	co.MetricsHandler = p.metrics.Handler
+	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	if p.client, err = client.DialContext(dctx, co); err != nil {
+		return nil, fmt.Errorf("cannot reach Temporal at %s (namespace %q): %w\n"+
+			"start one locally with `courier dev`, or set TEMPORAL_ADDRESS and TEMPORAL_NAMESPACE", co.HostPort, co.Namespace, err)
+	}
+	p.checkSearchAttributes(ctx, co.Namespace)
+
+	wo := o.Worker
+	wo.Interceptors = append([]interceptor.WorkerInterceptor{Interceptor()}, wo.Interceptors...)
+	if wo.WorkerStopTimeout == 0 {
+		wo.WorkerStopTimeout = DefaultStopTimeout
+	}
+	acts := &activities.Activities{Adapters: p.adapters.ByName}
+	workers := New(p.client, o.Config, acts, wo)
+	for i, w := range workers {
+		if err := w.Start(); err != nil {
+			for _, started := range workers[:i] {
+				started.Stop()
+			}
+			return nil, fmt.Errorf("start worker: %w", err)
+		}
+	}
+	p.workers = workers
+
+	every := o.ReviewPoll
+	if every <= 0 {
+		every = DefaultReviewPoll
+	}
+	wctx, wcancel := context.WithCancel(context.WithoutCancel(ctx))
+	p.cancel = wcancel
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		watchAwaitingReview(wctx, p.client, co.Namespace, o.Config.Names(), p.metrics.Handler, every, logger)
+	}()
+	p.ready.Store(true)
+	logger.Info("courier worker running", "temporal", co.HostPort, "namespace", co.Namespace,
+		"task_queue", workflows.TaskQueue, "destinations", o.Config.Names(), "metrics", p.addr)
+	return p, nil
+}
+
+func (p *Process) listenMetrics(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("metrics: cannot listen on %s: %w (pick another address with --metrics)", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", p.metrics.HTTPHandler())
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if !p.ready.Load() {
+			http.Error(w, "starting or stopping", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	p.addr = ln.Addr().String()
+	p.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		if err := p.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			p.log.Error("metrics: serve", "error", err)
+		}
+	}()
+	return nil
+}
+
+// checkSearchAttributes warns when the namespace lacks Courier's search
+// attributes: deliveries could not be started or listed by state.
+func (p *Process) checkSearchAttributes(ctx context.Context, namespace string) {
+	resp, err := p.client.OperatorService().ListSearchAttributes(ctx,
+		&operatorservice.ListSearchAttributesRequest{Namespace: namespace})
+	if err != nil {
+		p.log.Debug("cannot list search attributes", "error", err)
+		return
+	}
+	var missing []string
+	for _, name := range workflows.SearchAttributeNames {
+		if _, ok := resp.GetCustomAttributes()[name]; !ok {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		p.log.Warn("namespace lacks Courier's search attributes: deliveries cannot start until they exist; "+
+			"create them with `temporal operator search-attribute create --name NAME --type Keyword` for each",
+			"namespace", namespace, "missing", missing)
+	}
+}
+
+// Client is the process's Temporal client.
+func (p *Process) Client() client.Client { return p.client }
+
+// MetricsAddr is the address metrics are served on, empty when they are not.
+func (p *Process) MetricsAddr() string { return p.addr }
+
+// Stop stops taking tasks, lets in-flight attempts finish (up to the worker
+// stop timeout) and closes everything. It is safe to call more than once.
+func (p *Process) Stop() error {
+	p.stopOnce.Do(func() {
+		p.ready.Store(false)
+		for _, w := range p.workers {
+			w.Stop()
+		}
+		p.stopErr = p.close()
+	})
+	return p.stopErr
+}
+
+func (p *Process) close() error {
+	var errs []error
+	if p.cancel != nil {
+		p.cancel()
+	}
+	if p.http != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		errs = append(errs, p.http.Shutdown(ctx))
+	}
+	p.wg.Wait()
+	if p.client != nil {
+		p.client.Close()
+	}
+	if p.adapters != nil {
+		errs = append(errs, p.adapters.Close())
+	}
+	errs = append(errs, p.metrics.Close())
+	return errors.Join(errs...)
+}
+
+// Serve runs a worker process until ctx is done, then stops it gracefully.
+func Serve(ctx context.Context, o ProcessOptions) error {
+	p, err := StartProcess(ctx, o)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	p.log.Info("stopping: letting in-flight attempts finish")
+	return p.Stop()
+}
