@@ -144,6 +144,14 @@ func (s *Client) join(ctx context.Context, h Handle, runID string) (Handle, erro
 		if err := s.dc.FromPayload(p, &existing); err != nil {
 			return Handle{}, fmt.Errorf("read fingerprint of delivery %s: %w", h.Key, err)
 		}
+	} else {
+		// Started without the memo (another SDK, the temporal CLI): the
+		// workflow derived the fingerprint from its own input.
+		st, err := s.Status(ctx, h.Key)
+		if err != nil {
+			return Handle{}, fmt.Errorf("read fingerprint of delivery %s: %w", h.Key, err)
+		}
+		existing = st.Fingerprint
 	}
 	if existing != h.Fingerprint {
 		return Handle{}, &ConflictError{Key: h.Key, ExistingFingerprint: existing, RequestFingerprint: h.Fingerprint}
@@ -195,6 +203,10 @@ func (s *Client) Wait(ctx context.Context, key string) (workflows.DeliveryStatus
 		case r := <-done:
 			if r.err != nil {
 				return workflows.DeliveryStatus{}, notFound(key, r.err)
+			}
+			// The status query adds the operation to the result.
+			if st, err := s.Status(ctx, key); err == nil && st.Status == r.res.Status {
+				return st, nil
 			}
 			return workflows.DeliveryStatus{State: workflows.State(r.res.Status), DeliveryResult: r.res}, nil
 		case <-tick.C:

@@ -1,0 +1,260 @@
+package starter_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+
+	"github.com/abde64c9/courier/sandbox"
+	"github.com/abde64c9/courier/starter"
+	"github.com/abde64c9/courier/testsuite"
+	"github.com/abde64c9/courier/workflows"
+)
+
+func newStarter() *starter.Client { return starter.New(fx.client) }
+
+// uniqueID is a business id no other test run on this server has used, so
+// the tests hold under -count=N against the one dev server.
+func uniqueID(prefix string) string { return prefix + "-" + uuid.NewString()[:8] }
+
+func effects(t *testing.T, dest, id string) int {
+	t.Helper()
+	n, err := fx.env.Effects(dest, id)
+	require.NoError(t, err)
+	return n
+}
+
+// ticketOf finds the ticket the sandbox stored for a business id, as an
+// operator checking the destination would.
+func ticketOf(t *testing.T, dest, id string) string {
+	t.Helper()
+	recs, err := fx.env.Sandbox.Records(dest)
+	require.NoError(t, err)
+	for _, r := range recs {
+		var p struct {
+			RequestID string `json:"request_id"`
+		}
+		if json.Unmarshal(r.Payload, &p) == nil && p.RequestID == id {
+			return r.TicketID
+		}
+	}
+	require.Failf(t, "no ticket", "no %s ticket for %s", dest, id)
+	return ""
+}
+
+func keys(ds []starter.Delivery) []string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = d.Key
+	}
+	return out
+}
+
+// eventuallyListed polls a listing until check holds: visibility lags the
+// workflows, so a bounded poll is the honest test.
+func eventuallyListed(t *testing.T, s *starter.Client, o starter.ListOptions, check func([]string) bool) []starter.Delivery {
+	t.Helper()
+	var ds []starter.Delivery
+	require.Eventually(t, func() bool {
+		var err error
+		ds, err = s.List(context.Background(), o)
+		require.NoError(t, err)
+		return check(keys(ds))
+	}, 30*time.Second, 200*time.Millisecond, "listing %s: got %v", o.Query(), keys(ds))
+	return ds
+}
+
+// TestListByState lists deliveries by CourierState through the visibility
+// API: one created, one parked for review and then abandoned.
+func TestListByState(t *testing.T) {
+	ctx := context.Background()
+	s := newStarter()
+	createdID, parkedID := uniqueID("vis-created"), uniqueID("vis-parked")
+	created := testsuite.Input(testsuite.DestHelpdesk, createdID, testsuite.Ticket(createdID, "Book the room"))
+	parked := testsuite.Input(testsuite.DestLegacy, parkedID, testsuite.Ticket(parkedID, "Call back the customer"))
+	createdKey, parkedKey := workflows.Key(created.Operation), workflows.Key(parked.Operation)
+
+	st, err := s.Deliver(ctx, created)
+	require.NoError(t, err)
+	require.Equal(t, workflows.StatusCreated, st.Status)
+	require.NoError(t, fx.env.Inject(testsuite.DestLegacy, sandbox.Fault{Kind: sandbox.FaultCloseAfterCommit}))
+	st, err = s.Deliver(ctx, parked)
+	require.NoError(t, err)
+	require.Equal(t, workflows.StateAwaitingReview, st.State)
+
+	awaiting := eventuallyListed(t, s, starter.ListOptions{State: "awaiting_review"}, func(ks []string) bool {
+		return slices.Contains(ks, parkedKey)
+	})
+	require.NotContains(t, keys(awaiting), createdKey)
+	i := slices.Index(keys(awaiting), parkedKey)
+	require.Equal(t, starter.Delivery{
+		Key: parkedKey, Destination: testsuite.DestLegacy, Operation: "create-ticket", BusinessID: parkedID,
+		State: "awaiting_review", Started: awaiting[i].Started, WorkflowID: workflows.WorkflowID(parkedKey),
+	}, awaiting[i])
+	require.WithinDuration(t, time.Now(), awaiting[i].Started, time.Minute)
+
+	viaShortcut, err := s.ListAwaitingReview(ctx)
+	require.NoError(t, err)
+	require.Contains(t, keys(viaShortcut), parkedKey)
+
+	createdList := eventuallyListed(t, s, starter.ListOptions{State: "created"}, func(ks []string) bool {
+		return slices.Contains(ks, createdKey)
+	})
+	require.NotContains(t, keys(createdList), parkedKey)
+
+	byDest, err := s.List(ctx, starter.ListOptions{Destination: testsuite.DestLegacy})
+	require.NoError(t, err)
+	require.Contains(t, keys(byDest), parkedKey)
+	require.NotContains(t, keys(byDest), createdKey)
+
+	all, err := s.List(ctx, starter.ListOptions{})
+	require.NoError(t, err)
+	require.Subset(t, keys(all), []string{createdKey, parkedKey})
+	one, err := s.List(ctx, starter.ListOptions{Limit: 1})
+	require.NoError(t, err)
+	require.Len(t, one, 1)
+
+	// Decided, it leaves the awaiting list and shows under its final state.
+	rec, err := s.Review(ctx, parkedKey, workflows.ReviewDecision{Decision: "abandon", Reviewer: "alice", Note: "customer called us"})
+	require.NoError(t, err)
+	require.True(t, rec.Accepted)
+	eventuallyListed(t, s, starter.ListOptions{State: "abandoned"}, func(ks []string) bool {
+		return slices.Contains(ks, parkedKey)
+	})
+	eventuallyListed(t, s, starter.ListOptions{State: "awaiting_review"}, func(ks []string) bool {
+		return !slices.Contains(ks, parkedKey)
+	})
+
+	_, err = s.List(ctx, starter.ListOptions{State: "waiting"})
+	var invalid *starter.InvalidRequestError
+	require.ErrorAs(t, err, &invalid)
+	require.ErrorContains(t, err, `state "waiting" unknown; use one of delivering, awaiting_review`)
+}
+
+func TestListQuery(t *testing.T) {
+	require.Equal(t, `WorkflowType = "Delivery"`, starter.ListOptions{}.Query())
+	require.Equal(t, `WorkflowType = "Delivery" AND CourierState = "awaiting_review" AND CourierDestination = "legacy"`,
+		starter.ListOptions{State: "awaiting_review", Destination: "legacy"}.Query())
+}
+
+func TestStartJoinsAndConflicts(t *testing.T) {
+	ctx := context.Background()
+	s := newStarter()
+	id := uniqueID("join")
+	in := testsuite.Input(testsuite.DestHelpdesk, id, testsuite.Ticket(id, "Move the workshop booking"))
+
+	h, err := s.Start(ctx, in)
+	require.NoError(t, err)
+	require.False(t, h.Joined)
+	require.Equal(t, workflows.WorkflowID(h.Key), h.WorkflowID)
+
+	// Same operation, same payload written differently: the same fingerprint.
+	same := in
+	same.Payload = json.RawMessage(`{ "subject": "Move the workshop booking", "request_id": "` + id + `" }`)
+	joined, err := s.Start(ctx, same)
+	require.NoError(t, err)
+	require.True(t, joined.Joined)
+	require.Equal(t, h.RunID, joined.RunID)
+
+	st, err := s.Deliver(ctx, same)
+	require.NoError(t, err)
+	require.Equal(t, workflows.StatusDuplicate, st.Status)
+	require.Equal(t, id, st.Operation.BusinessID)
+
+	other := in
+	other.Payload = testsuite.Ticket(id, "Another subject")
+	_, err = s.Deliver(ctx, other)
+	var conflict *starter.ConflictError
+	require.ErrorAs(t, err, &conflict)
+	require.Equal(t, h.Key, conflict.Key)
+	require.Equal(t, h.Fingerprint, conflict.ExistingFingerprint)
+	require.Equal(t, 1, effects(t, testsuite.DestHelpdesk, id))
+}
+
+// TestJoinWithoutMemo: a delivery started by another SDK without the
+// fingerprint memo is still compared, by the fingerprint the workflow
+// derived from its own input.
+func TestJoinWithoutMemo(t *testing.T) {
+	ctx := context.Background()
+	s := newStarter()
+	id := uniqueID("nomemo")
+	in := testsuite.Input(testsuite.DestHelpdesk, id, testsuite.Ticket(id, "Order lunch"))
+	key := workflows.Key(in.Operation)
+	run, err := fx.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: workflows.WorkflowID(key), TaskQueue: workflows.TaskQueue,
+	}, workflows.WorkflowType, in)
+	require.NoError(t, err)
+	require.NoError(t, run.Get(ctx, nil))
+
+	st, err := s.Deliver(ctx, in)
+	require.NoError(t, err)
+	require.Equal(t, workflows.StatusDuplicate, st.Status)
+
+	other := in
+	other.Payload = testsuite.Ticket(id, "Order dinner")
+	_, err = s.Start(ctx, other)
+	var conflict *starter.ConflictError
+	require.ErrorAs(t, err, &conflict)
+	require.Equal(t, 1, effects(t, testsuite.DestHelpdesk, id))
+}
+
+func TestInvalidRequest(t *testing.T) {
+	s := newStarter()
+	for _, tc := range []struct {
+		in   workflows.DeliveryInput
+		want string
+	}{
+		{testsuite.Input("", "x", testsuite.Ticket("x", "s")), "destination: required"},
+		{testsuite.Input(testsuite.DestHelpdesk, "x", json.RawMessage(`{"subject": }`)), "invalid JSON at offset 12"},
+		{testsuite.Input(testsuite.DestHelpdesk, "x", json.RawMessage(`[]`)), "must be a JSON object"},
+	} {
+		_, err := s.Start(context.Background(), tc.in)
+		var invalid *starter.InvalidRequestError
+		require.ErrorAs(t, err, &invalid)
+		require.ErrorContains(t, err, tc.want)
+	}
+}
+
+func TestReviewErrors(t *testing.T) {
+	ctx := context.Background()
+	s := newStarter()
+	decision := workflows.ReviewDecision{Decision: "retry", Reviewer: "alice", Note: "checked"}
+
+	_, err := s.Review(ctx, uuid.NewString(), decision)
+	require.ErrorIs(t, err, starter.ErrUnknownKey)
+	_, err = s.Status(ctx, uuid.NewString())
+	require.ErrorIs(t, err, starter.ErrUnknownKey)
+
+	id := uniqueID("review-done")
+	in := testsuite.Input(testsuite.DestHelpdesk, id, testsuite.Ticket(id, "s"))
+	st, err := s.Deliver(ctx, in)
+	require.NoError(t, err)
+	_, err = s.Review(ctx, st.Key, decision)
+	var notAwaiting *starter.NotAwaitingReviewError
+	require.ErrorAs(t, err, &notAwaiting)
+	require.Equal(t, workflows.State(workflows.StatusCreated), notAwaiting.State)
+
+	_, err = s.Review(ctx, st.Key, workflows.ReviewDecision{Decision: "maybe", Reviewer: "alice"})
+	var invalid *starter.InvalidRequestError
+	require.ErrorAs(t, err, &invalid)
+	require.ErrorContains(t, err, `decision: "maybe" unknown`)
+}
+
+func TestParseKey(t *testing.T) {
+	const key = "9911f040-05da-5df4-9971-bd649f21908f"
+	for _, s := range []string{key, "delivery-" + key, " " + key + "\n"} {
+		got, err := starter.ParseKey(s)
+		require.NoError(t, err, s)
+		require.Equal(t, key, got)
+	}
+	for _, s := range []string{"", "ticket-1", "9911F040-05DA-5DF4-9971-BD649F21908F", "delivery-", "{" + key + "}"} {
+		_, err := starter.ParseKey(s)
+		require.ErrorContains(t, err, "is not a delivery key", s)
+	}
+}

@@ -1,0 +1,157 @@
+package starter_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/abde64c9/courier/devserver"
+	"github.com/abde64c9/courier/sandbox"
+	"github.com/abde64c9/courier/starter"
+	"github.com/abde64c9/courier/workflows"
+)
+
+// temporalCLI runs the temporal CLI against the test server.
+func temporalCLI(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	bin, err := devserver.Binary()
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, append(args, "--address", fx.addr, "--namespace", "default")...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err = cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		require.NoError(t, err)
+	}
+	return out.String(), errOut.String(), err
+}
+
+// keyFromSpec derives a key exactly as docs/keys.md tells a non-Go caller
+// to: UUIDv5 under the Courier namespace over "courier-key-v1" and, per
+// field, its byte length, ':', the bytes and ';'.
+func keyFromSpec(tenant, destination, operation, businessID string) string {
+	name := "courier-key-v1"
+	for _, f := range []string{tenant, destination, operation, businessID} {
+		name += strconv.Itoa(len(f)) + ":" + f + ";"
+	}
+	return uuid.NewSHA1(uuid.MustParse("bd868725-8c48-4f30-877f-3de82f48d062"), []byte(name)).String()
+}
+
+// TestTemporalCLIOnly drives one delivery and its review with nothing but
+// the temporal CLI, as a caller in any language would: start under the
+// derived workflow ID, query status until it parks, refuse a bad decision
+// through the update, decide through the signal, read the result.
+func TestTemporalCLIOnly(t *testing.T) {
+	id := uniqueID("cli-only")
+	key := keyFromSpec("acme", "legacy", "create-ticket", id)
+	require.Equal(t, workflows.Key(workflows.Operation{Tenant: "acme", Destination: "legacy", Operation: "create-ticket", BusinessID: id}), key,
+		"the documented derivation gives the key the workers derive")
+	wfID := "delivery-" + key
+	// Already canonical (sorted members, no white space), so its SHA-256 is the fingerprint.
+	payload := `{"request_id":"` + id + `","subject":"Call back the customer"}`
+	sum := sha256.Sum256([]byte(payload))
+	fingerprint := hex.EncodeToString(sum[:])
+	input := `{"tenant":"acme","destination":"legacy","operation":"create-ticket","business_id":"` + id + `","payload":` + payload + `}`
+
+	// legacy has no dedup: the lost response must park the delivery.
+	require.NoError(t, fx.env.Inject("legacy", sandbox.Fault{Kind: sandbox.FaultCloseAfterCommit}))
+	start := func(extra ...string) (runID, stderr string, err error) {
+		args := append([]string{"workflow", "start", "-o", "json",
+			"--type", "Delivery", "--task-queue", "courier", "--workflow-id", wfID,
+			"--id-reuse-policy", "RejectDuplicate",
+			"--memo", `fingerprint="` + fingerprint + `"`,
+			"--input", input}, extra...)
+		out, errOut, err := temporalCLI(t, args...)
+		if err != nil {
+			return "", errOut, err
+		}
+		var started struct {
+			RunID string `json:"runId"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(out), &started), out)
+		return started.RunID, errOut, nil
+	}
+	runID, errOut, err := start()
+	require.NoError(t, err, errOut)
+
+	// A second start of the same workflow ID starts nothing: it returns the
+	// running delivery, or with --fail-existing, an error.
+	again, errOut, err := start()
+	require.NoError(t, err, errOut)
+	require.Equal(t, runID, again)
+	_, errOut, err = start("--fail-existing")
+	require.Error(t, err)
+	require.Contains(t, errOut, "already")
+
+	var st workflows.DeliveryStatus
+	require.Eventually(t, func() bool {
+		out, errOut, err := temporalCLI(t, "workflow", "query", "--workflow-id", wfID, "--name", "status", "-o", "json")
+		require.NoError(t, err, errOut)
+		var q struct {
+			QueryResult []workflows.DeliveryStatus `json:"queryResult"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(out), &q), out)
+		require.Len(t, q.QueryResult, 1)
+		st = q.QueryResult[0]
+		return st.State == workflows.StateAwaitingReview
+	}, 30*time.Second, 300*time.Millisecond)
+	require.Equal(t, key, st.Key)
+	require.Equal(t, fingerprint, st.Fingerprint)
+	require.Contains(t, st.Review.Evidence, `destination "legacy" (dedup none) cannot deduplicate a retry`)
+
+	// The update refuses a decision it cannot act on, with the reason.
+	out, errOut, err := temporalCLI(t, "workflow", "update", "execute", "--workflow-id", wfID, "--name", "review",
+		"--input", `{"decision":"delivered","reviewer":"alice","note":"found it"}`)
+	require.Error(t, err)
+	require.Contains(t, out+errOut, "resource_id: required with decision delivered")
+
+	// The operator finds the ticket at the destination and says so.
+	ticketID := ticketOf(t, "legacy", id)
+	out, errOut, err = temporalCLI(t, "workflow", "signal", "--workflow-id", wfID, "--name", "review",
+		"--input", `{"decision":"delivered","reviewer":"alice","note":"found the ticket","resource_id":"`+ticketID+`"}`)
+	require.NoError(t, err, "%s%s", out, errOut)
+
+	out, errOut, err = temporalCLI(t, "workflow", "result", "--workflow-id", wfID, "-o", "json")
+	require.NoError(t, err, errOut)
+	var res struct {
+		Status string                   `json:"status"`
+		Result workflows.DeliveryResult `json:"result"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
+	require.Equal(t, workflows.StatusDeliveredByReview, res.Result.Status)
+	require.Equal(t, ticketID, res.Result.Receipt.ResourceID)
+	require.Len(t, res.Result.Review.Decisions, 1, "a refused update leaves no trace in history")
+	require.Equal(t, "signal", res.Result.Review.Decisions[0].Via)
+
+	require.Equal(t, "COMPLETED", res.Status)
+
+	n, err := fx.env.Effects("legacy", id)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "one ticket: the lost response was reviewed, never retried")
+
+	// Started without search attributes, the workflow set them itself: the
+	// delivery is in the web UI's list like any other.
+	require.Eventually(t, func() bool {
+		ds, err := starter.New(fx.client).List(context.Background(), starter.ListOptions{State: string(workflows.StatusDeliveredByReview)})
+		require.NoError(t, err)
+		for _, d := range ds {
+			if d.Key == key {
+				return d.BusinessID == id && d.Destination == "legacy"
+			}
+		}
+		return false
+	}, 30*time.Second, 300*time.Millisecond)
+}
