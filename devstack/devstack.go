@@ -114,6 +114,15 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if err := checkFree(o.UIPort, "--ui-port", "the Temporal web UI"); err != nil {
 		return nil, err
 	}
+	if o.MetricsAddr != "" {
+		// The worker listens on it last, after the server has started: fail
+		// before that instead.
+		ln, err := net.Listen("tcp", o.MetricsAddr)
+		if err != nil {
+			return nil, fmt.Errorf("worker metrics: cannot listen on %s: %w (free it, pick another address with --metrics, or turn metrics off with --metrics '')", o.MetricsAddr, err)
+		}
+		ln.Close()
+	}
 
 	s := &Stack{o: o, started: time.Now()}
 	defer func() {
@@ -207,7 +216,7 @@ func Destinations(sandboxURL, dir string) (contract.Config, error) {
 func checkFree(port int, flag, what string) error {
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
-		return fmt.Errorf("port %d (%s) is taken: %w\nis another `courier dev` or Temporal server running? stop it, or pick another port with %s",
+		return fmt.Errorf("port %d for %s is taken: %w\nis another `courier dev` or Temporal server running? Stop it, or pick another port with %s",
 			port, what, err, flag)
 	}
 	return ln.Close()

@@ -123,12 +123,13 @@ func TestDevCommandNamesTakenPorts(t *testing.T) {
 	}
 	dir := filepath.Join(t.TempDir(), "state")
 	for flag, args := range map[string][]string{
-		"--port":    {"--port", strconv.Itoa(port), "--ui-port", free()},
-		"--ui-port": {"--port", free(), "--ui-port", strconv.Itoa(port)},
-		"--sandbox": {"--port", free(), "--ui-port", free(), "--sandbox", addr},
+		"--port":    {"--port", strconv.Itoa(port), "--ui-port", free(), "--metrics", ""},
+		"--ui-port": {"--port", free(), "--ui-port", strconv.Itoa(port), "--metrics", ""},
+		"--sandbox": {"--port", free(), "--ui-port", free(), "--sandbox", addr, "--metrics", ""},
+		"--metrics": {"--port", free(), "--ui-port", free(), "--sandbox", "127.0.0.1:0", "--metrics", addr},
 	} {
 		t.Run(flag, func(t *testing.T) {
-			err := runDev(context.Background(), append([]string{"--dir", dir, "--metrics", ""}, args...))
+			err := runDev(context.Background(), append([]string{"--dir", dir}, args...))
 			require.ErrorContains(t, err, strconv.Itoa(port))
 			require.ErrorContains(t, err, flag)
 			_, statErr := os.Stat(dir)
