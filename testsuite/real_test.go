@@ -117,14 +117,22 @@ func TestRealReviewByUpdate(t *testing.T) {
 	require.NoError(t, err)
 	defer stop()
 
-	st := starter.New(lab.Client)
-	real := &Real{Starter: st, Temporal: lab.Client, lab: lab}
+	rd := &Real{Starter: starter.New(lab.Client), Temporal: lab.Client, lab: lab}
 	id := "review-update-" + lab.RunID
 	in := Input(DestLegacy, id, Ticket(id, "Move the workshop booking"))
 	require.NoError(t, env.Inject(DestLegacy, closeAfterCommit(1)))
 	var refusal error
-	o, err := real.Deliver(ctx, in, func(s workflows.DeliveryStatus) *workflows.ReviewDecision {
-		_, refusal = st.Review(ctx, s.Key, workflows.ReviewDecision{Decision: workflows.DecisionDelivered, Reviewer: "ops"})
+	o, err := rd.Deliver(ctx, in, func(s workflows.DeliveryStatus) *workflows.ReviewDecision {
+		// Past the starter's own check, straight to the workflow's validator.
+		h, err := lab.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+			WorkflowID: workflows.WorkflowID(s.Key), UpdateName: workflows.UpdateReview,
+			Args:         []any{workflows.ReviewDecision{Decision: workflows.DecisionDelivered, Reviewer: "ops"}},
+			WaitForStage: client.WorkflowUpdateStageCompleted,
+		})
+		if err == nil {
+			err = h.Get(ctx, nil)
+		}
+		refusal = err
 		recs, err := env.Sandbox.Records("legacy")
 		if err != nil || len(recs) != 1 {
 			return nil

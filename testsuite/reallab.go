@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -85,7 +84,7 @@ func (l *RealLab) Execute(ctx context.Context, c Case) (Report, error) {
 
 	st := starter.New(l.Client)
 	st.PollInterval = 200 * time.Millisecond
-	real := &Real{Starter: st, Temporal: l.Client, Signal: c.Name == reviewBySignal, lab: l}
+	rd := &Real{Starter: st, Temporal: l.Client, Signal: c.Name == reviewBySignal, lab: l}
 	if !ownWorkers[c.Name] {
 		stop, err := l.startWorker(env)
 		if err != nil {
@@ -93,16 +92,14 @@ func (l *RealLab) Execute(ctx context.Context, c Case) (Report, error) {
 		}
 		defer stop()
 	}
-	slug := strings.NewReplacer(" ", "-", ":", "").Replace(c.Name)
-	r := &Run{Env: env, Deliverer: real, ID: func(base string) string {
-		return fmt.Sprintf("%s-%s-%s", slug, base, l.RunID)
-	}}
+	id := caseID(c)
+	r := &Run{Env: env, Deliverer: rd, ID: func(base string) string { return id(base) + "-" + l.RunID }}
 	rep := c.Execute(ctx, r)
 	if l.AbandonParked {
-		l.abandon(ctx, real.Parked())
+		l.abandon(ctx, rd.Parked())
 	}
 	if c.Name == reviewBySignal {
-		checkReviewVia(&rep, real.Results(), "signal")
+		checkReviewVia(&rep, rd.Results(), "signal")
 	}
 	return rep, nil
 }

@@ -22,8 +22,9 @@ func runFaultlab(ctx context.Context, args []string) error {
 		return testsuite.RealProcessMain(ctx)
 	}
 	fs := flag.NewFlagSet("faultlab", flag.ExitOnError)
-	mode := fs.String("mode", "testenv", "testenv (Temporal test environment) or real (a real Temporal server, real processes;\n"+
-		"its own dev server, or the one at TEMPORAL_ADDRESS)")
+	mode := fs.String("mode", "testenv", "testenv (Temporal test environment) or real (a real Temporal server, real processes:\n"+
+		"a dev server of its own, or the one at TEMPORAL_ADDRESS, whose namespace must have no other\n"+
+		"Courier worker on the courier task queue, or that worker would run the cases' deliveries)")
 	_ = fs.Parse(args)
 
 	var rep testsuite.LabReport
