@@ -1,0 +1,261 @@
+// Command record runs every seed fault case against a real Temporal dev
+// server (in memory, started for the run) and writes the history of every
+// Delivery workflow each case ran into testsuite/testdata/histories, as the
+// JSON the SDK's replayer reads. testsuite/replay_test.go replays them all.
+//
+// From the repository root, with bin/temporal built (make temporal):
+//
+//	go run ./testsuite/record
+//
+// Regenerate when a case is added or changed. A change to the workflow's
+// command sequence goes behind workflow.GetVersion instead: the committed
+// histories are what running deliveries look like, and must keep replaying.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/abde64c9/courier/devserver"
+	"github.com/abde64c9/courier/testsuite"
+	"github.com/abde64c9/courier/workflows"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// The real cases run this program again as their crashing worker and
+	// their second client process.
+	run := record
+	if testsuite.RealProcessRole() != "" {
+		run = func(ctx context.Context) error { return testsuite.RealProcessMain(ctx) }
+	}
+	if err := run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "record:", err)
+		os.Exit(1)
+	}
+}
+
+func record(ctx context.Context) error {
+	out := flag.String("out", "", "folder to write the histories to (default testsuite/testdata/histories in this checkout)")
+	flag.Parse()
+	if *out == "" {
+		root, err := devserver.RepoRoot()
+		if err != nil {
+			return fmt.Errorf("-out not set and %w", err)
+		}
+		*out = filepath.Join(root, "testsuite", "testdata", "histories")
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	srv, err := devserver.Start(ctx, devserver.Options{Log: os.Stderr,
+		ClientOptions: client.Options{Logger: sdklog.NewStructuredLogger(logger)}})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = srv.Stop() }()
+	defer srv.Client().Close()
+	dir, err := os.MkdirTemp("", "courier-record-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+
+	c := srv.Client()
+	lab := &testsuite.RealLab{
+		Client: c, HostPort: srv.FrontendHostPort(), Namespace: "default",
+		Process: []string{exe}, Dir: dir, Log: os.Stderr,
+		// A fixed run id keeps workflow IDs stable across regenerations; the
+		// server is fresh, so nothing earlier can be joined.
+		RunID: "rec",
+		// Parked deliveries are closed by an abandon update, so their
+		// histories are complete and cover the update path too.
+		AbandonParked: true,
+	}
+	seen := map[string]bool{}
+	var index []recordedCase
+	files := map[string][]byte{}
+	for _, cs := range testsuite.RealCases() {
+		rep, err := lab.Execute(ctx, cs)
+		if err != nil {
+			return fmt.Errorf("case %q: %w", cs.Name, err)
+		}
+		if !rep.Passed {
+			b, _ := json.MarshalIndent(rep, "", "  ")
+			return fmt.Errorf("case %q failed; not recording a failing case:\n%s", cs.Name, b)
+		}
+		execs, err := newExecutions(ctx, c, seen)
+		if err != nil {
+			return fmt.Errorf("case %q: %w", cs.Name, err)
+		}
+		if len(execs) == 0 {
+			return fmt.Errorf("case %q ran no Delivery workflow", cs.Name)
+		}
+		rc := recordedCase{Seed: cs.Seed, Case: cs.Name}
+		for i, e := range execs {
+			b, err := history(ctx, c, e)
+			if err != nil {
+				return fmt.Errorf("case %q: %w", cs.Name, err)
+			}
+			name := fileName(cs.Seed, cs.Name, i)
+			files[name] = b
+			rc.Histories = append(rc.Histories, recordedHistory{File: name, WorkflowID: e.id, RunID: e.runID})
+		}
+		index = append(index, rc)
+		logger.Warn("recorded", "case", cs.Name, "workflows", len(execs))
+	}
+	return write(*out, files, index)
+}
+
+// newExecutions lists the Delivery workflows not seen before, oldest first.
+// Visibility lags a moment behind the workflows, so it lists until two
+// listings a second apart agree.
+func newExecutions(ctx context.Context, c client.Client, seen map[string]bool) ([]*workflowExecution, error) {
+	var last []*workflowExecution
+	for range 30 {
+		var got []*workflowExecution
+		var token []byte
+		for {
+			resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+				Query: fmt.Sprintf("WorkflowType = %q", workflows.WorkflowType), NextPageToken: token})
+			if err != nil {
+				return nil, fmt.Errorf("list workflows: %w", err)
+			}
+			for _, e := range resp.Executions {
+				id := e.GetExecution().GetWorkflowId() + "/" + e.GetExecution().GetRunId()
+				if !seen[id] {
+					got = append(got, &workflowExecution{id: e.GetExecution().GetWorkflowId(),
+						runID: e.GetExecution().GetRunId(), started: e.GetStartTime().AsTime()})
+				}
+			}
+			if token = resp.NextPageToken; len(token) == 0 {
+				break
+			}
+		}
+		if last != nil && len(got) == len(last) {
+			slices.SortFunc(got, func(a, b *workflowExecution) int { return a.started.Compare(b.started) })
+			for _, e := range got {
+				seen[e.id+"/"+e.runID] = true
+			}
+			return got, nil
+		}
+		last = got
+		time.Sleep(time.Second)
+	}
+	return nil, fmt.Errorf("visibility did not settle")
+}
+
+// indexFile lists, per case, the histories it recorded; the replay test
+// reads it to check that every case has its histories.
+const indexFile = "index.json"
+
+type recordedCase struct {
+	Seed      string            `json:"seed"`
+	Case      string            `json:"case"`
+	Histories []recordedHistory `json:"histories"`
+}
+
+// recordedHistory names a history file and its execution: the replayer
+// needs the real workflow ID, which the Delivery workflow checks.
+type recordedHistory struct {
+	File       string `json:"file"`
+	WorkflowID string `json:"workflow_id"`
+	RunID      string `json:"run_id"`
+}
+
+// fileName is the i-th workflow of a case: seed.case-slug[-i].json.
+func fileName(seed, name string, i int) string {
+	slug := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '-'
+	}, strings.ToLower(name))
+	slug = strings.Trim(slug, "-")
+	for strings.Contains(slug, "--") {
+		slug = strings.ReplaceAll(slug, "--", "-")
+	}
+	if i > 0 {
+		slug += fmt.Sprintf("-%d", i+1)
+	}
+	return seed + "." + slug + ".json"
+}
+
+type workflowExecution struct {
+	id, runID string
+	started   time.Time
+}
+
+// history waits for the workflow to close and returns its history as JSON.
+func history(ctx context.Context, c client.Client, e *workflowExecution) ([]byte, error) {
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	// Every case ends its deliveries (parked ones by abandon); the result
+	// itself does not matter here.
+	if err := c.GetWorkflow(wctx, e.id, e.runID).Get(wctx, nil); err != nil {
+		return nil, fmt.Errorf("workflow %s did not close: %w", e.id, err)
+	}
+	h := &historypb.History{}
+	it := c.GetWorkflowHistory(ctx, e.id, e.runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return nil, fmt.Errorf("history of %s: %w", e.id, err)
+		}
+		h.Events = append(h.Events, ev)
+	}
+	return protojson.Marshal(h)
+}
+
+// write replaces the folder's histories with these.
+func write(dir string, files map[string][]byte, index []recordedCase) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	old, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil {
+		return err
+	}
+	for _, f := range old {
+		if err := os.Remove(f); err != nil {
+			return err
+		}
+	}
+	total := 0
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+		total += len(b)
+	}
+	b, err := json.MarshalIndent(index, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, indexFile), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "wrote %d histories of %d cases (%d KB) to %s\n",
+		len(files), len(index), total/1024, strings.TrimSuffix(dir, "/"))
+	return nil
+}

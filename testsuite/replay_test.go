@@ -1,0 +1,193 @@
+package testsuite
+
+import (
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	sdktest "go.temporal.io/sdk/testsuite"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/abde64c9/courier/worker"
+	"github.com/abde64c9/courier/workflows"
+)
+
+// The determinism guard. testdata/histories holds the history of every
+// Delivery workflow each seed fault case ran on a real dev server;
+// regenerate them (when a case changes) from the repository root with
+//
+//	go run ./testsuite/record
+//
+// A change to the workflow that alters its command sequence must keep these
+// replaying, which means putting it behind workflow.GetVersion.
+
+const historiesDir = "testdata/histories"
+
+// recordedCase is one line of testdata/histories/index.json, written by
+// testsuite/record.
+type recordedCase struct {
+	Seed      string            `json:"seed"`
+	Case      string            `json:"case"`
+	Histories []recordedHistory `json:"histories"`
+}
+
+type recordedHistory struct {
+	File       string `json:"file"`
+	WorkflowID string `json:"workflow_id"`
+	RunID      string `json:"run_id"`
+}
+
+// recordedHistories reads the index and checks that it covers every fault
+// case and names every history in the folder.
+func recordedHistories(t *testing.T) []recordedHistory {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(historiesDir, "index.json"))
+	require.NoError(t, err, "regenerate with: go run ./testsuite/record")
+	var index []recordedCase
+	require.NoError(t, json.Unmarshal(b, &index))
+	recorded := map[string]bool{}
+	var hs []recordedHistory
+	var files []string
+	for _, rc := range index {
+		require.NotEmpty(t, rc.Histories, "case %q has no history", rc.Case)
+		recorded[rc.Seed+"/"+rc.Case] = true
+		for _, h := range rc.Histories {
+			h.File = filepath.Join(historiesDir, h.File)
+			hs = append(hs, h)
+			files = append(files, h.File)
+		}
+	}
+	for _, c := range Cases() {
+		require.True(t, recorded[c.Seed+"/"+c.Name],
+			"case %q has no recorded history: regenerate with go run ./testsuite/record", c.Name)
+	}
+	onDisk, err := filepath.Glob(filepath.Join(historiesDir, "*.json"))
+	require.NoError(t, err)
+	onDisk = slices.DeleteFunc(onDisk, func(f string) bool { return filepath.Base(f) == "index.json" })
+	slices.Sort(onDisk)
+	slices.Sort(files)
+	require.Equal(t, onDisk, files, "index.json and the histories on disk disagree: regenerate them")
+	return hs
+}
+
+// replay replays one recorded history under its real workflow ID: the
+// replayer's default ID would trip the workflow's own ID check.
+func replay(t *testing.T, r sdkworker.WorkflowReplayer, h recordedHistory, logger sdklog.Logger) error {
+	t.Helper()
+	f, err := os.Open(h.File)
+	require.NoError(t, err)
+	defer f.Close()
+	hist, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+	require.NoError(t, err)
+	return r.ReplayWorkflowHistoryWithOptions(logger, hist, sdkworker.ReplayWorkflowHistoryOptions{
+		OriginalExecution: workflow.Execution{ID: h.WorkflowID, RunID: h.RunID},
+	})
+}
+
+// replayDestinations are the fault cases' contracts. Replay runs no
+// activity, so the URLs and the ledger file do not matter.
+var replayDestinations = Destinations("http://127.0.0.1:1", "unused-ledger.db")
+
+var replayLogger = sdklog.NewStructuredLogger(testLogger)
+
+// TestReplayRecordedHistories replays every recorded history against the
+// current Delivery workflow.
+func TestReplayRecordedHistories(t *testing.T) {
+	hs := recordedHistories(t)
+	replayer := sdkworker.NewWorkflowReplayer()
+	worker.RegisterWorkflow(replayer, replayDestinations)
+	for _, h := range hs {
+		t.Run(filepath.Base(h.File), func(t *testing.T) {
+			require.NoError(t, replay(t, replayer, h, replayLogger))
+		})
+	}
+}
+
+// deliveryFunc is the Delivery workflow's signature.
+type deliveryFunc func(workflow.Context, workflows.DeliveryInput) (workflows.DeliveryResult, error)
+
+// sleepFirst is the Delivery workflow with one timer added before it starts:
+// a change to the command sequence made without versioning.
+func sleepFirst(delivery deliveryFunc) deliveryFunc {
+	return func(ctx workflow.Context, in workflows.DeliveryInput) (workflows.DeliveryResult, error) {
+		if err := workflow.Sleep(ctx, time.Second); err != nil {
+			return workflows.DeliveryResult{}, err
+		}
+		return delivery(ctx, in)
+	}
+}
+
+// sleepFirstVersioned is the same change behind workflow.GetVersion: runs
+// that started before it keep the old command sequence.
+func sleepFirstVersioned(delivery deliveryFunc) deliveryFunc {
+	return func(ctx workflow.Context, in workflows.DeliveryInput) (workflows.DeliveryResult, error) {
+		if workflow.GetVersion(ctx, "sleep-before-delivery", workflow.DefaultVersion, 1) == 1 {
+			if err := workflow.Sleep(ctx, time.Second); err != nil {
+				return workflows.DeliveryResult{}, err
+			}
+		}
+		return delivery(ctx, in)
+	}
+}
+
+func replayerWith(wf deliveryFunc) sdkworker.WorkflowReplayer {
+	r := sdkworker.NewWorkflowReplayer()
+	r.RegisterWorkflowWithOptions(wf, workflow.RegisterOptions{Name: workflows.WorkflowType})
+	return r
+}
+
+// TestReplayCatchesUnversionedChange: the unversioned change fails the
+// replay of every recorded history with a non-determinism error.
+func TestReplayCatchesUnversionedChange(t *testing.T) {
+	hs := recordedHistories(t)
+	replayer := replayerWith(sleepFirst(workflows.NewDeliveries(replayDestinations).Delivery))
+	for _, h := range hs {
+		t.Run(filepath.Base(h.File), func(t *testing.T) {
+			// The expected panic would log a stack trace per history.
+			err := replay(t, replayer, h, sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)))
+			require.Error(t, err, "an extra timer before the first command must not replay")
+			// TMPRL1100 is the SDK's code for a non-determinism error.
+			require.ErrorContains(t, err, "[TMPRL1100]")
+		})
+	}
+}
+
+// TestReplayAcceptsVersionedChange: the same change behind GetVersion
+// replays every recorded history, and new runs do take the new path.
+func TestReplayAcceptsVersionedChange(t *testing.T) {
+	hs := recordedHistories(t)
+	versioned := sleepFirstVersioned(workflows.NewDeliveries(replayDestinations).Delivery)
+	replayer := replayerWith(versioned)
+	for _, h := range hs {
+		t.Run(filepath.Base(h.File), func(t *testing.T) {
+			require.NoError(t, replay(t, replayer, h, replayLogger))
+		})
+	}
+
+	// A new run sleeps first: the change is real, not skipped everywhere.
+	dest, err := NewEnv(t.TempDir())
+	require.NoError(t, err)
+	defer dest.Close()
+	var ts sdktest.WorkflowTestSuite
+	env := ts.NewTestWorkflowEnvironment()
+	env.RegisterWorkflowWithOptions(sleepFirstVersioned(workflows.NewDeliveries(dest.Config).Delivery),
+		workflow.RegisterOptions{Name: workflows.WorkflowType})
+	env.RegisterActivity(dest.Activities)
+	in := Input(DestLedger, "versioned", Ticket("versioned", "ledger row"))
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.WorkflowID(workflows.Key(in.Operation))})
+	began := env.Now()
+	env.ExecuteWorkflow(workflows.WorkflowType, in)
+	var res workflows.DeliveryResult
+	require.NoError(t, env.GetWorkflowResult(&res))
+	require.Equal(t, workflows.StatusCreated, res.Status)
+	require.Len(t, res.Attempts, 1)
+	require.GreaterOrEqual(t, res.Attempts[0].Started.Sub(began), time.Second, "a new run must take the versioned sleep")
+}
