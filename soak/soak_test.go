@@ -1,0 +1,65 @@
+package soak_test
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/abde64c9/courier/devserver"
+	"github.com/abde64c9/courier/soak"
+)
+
+// TestShortSoak is the CI soak: 100 deliveries, 5 worker SIGKILLs and a dev
+// server restart, against the real `courier worker` binary, in about two
+// minutes. `go test -short` skips it.
+func TestShortSoak(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the soak takes minutes; run without -short")
+	}
+	_, err := devserver.Binary()
+	require.NoError(t, err, devserver.BuildHint)
+	root, err := devserver.RepoRoot()
+	require.NoError(t, err)
+	bin := filepath.Join(t.TempDir(), "courier")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/courier")
+	build.Dir = root
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "build courier: %s", out)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var log strings.Builder
+	sum, err := soak.Run(ctx, soak.Options{
+		Deliveries: 100, Rate: 4, Kills: 5, Seed: 1, Timeout: 4 * time.Minute,
+		Worker: func(destinations string) []string {
+			return []string{bin, "worker", "--destinations", destinations, "--log-level", "warn"}
+		},
+		Log:    &log,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
+	})
+	t.Log(log.String())
+	require.NoError(t, err)
+	var table strings.Builder
+	require.NoError(t, sum.WriteTable(&table))
+	t.Log("\n" + table.String())
+
+	require.Empty(t, sum.Violations)
+	require.Zero(t, sum.Duplicates)
+	require.Zero(t, sum.Lost)
+	require.Equal(t, 100, sum.Deliveries)
+	require.Equal(t, 5, sum.WorkerKills)
+	require.Equal(t, 1, sum.ServerRestarts)
+	// The chaos did something: faults hit requests and every dedup kind
+	// was exercised.
+	require.NotZero(t, len(sum.FaultsApplied))
+	require.Len(t, sum.ByDedup, 4)
+	require.Equal(t, 100, sum.Statuses["created"]+sum.Statuses["duplicate"]+sum.Statuses["delivered_by_review"]+
+		sum.Statuses["rejected"]+sum.Statuses["awaiting_review"], "statuses: %v", sum.Statuses)
+}
