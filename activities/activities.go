@@ -117,7 +117,7 @@ func (a *Activities) Lookup(ctx context.Context, req Request) (Found, error) {
 		return Found{}, fmt.Errorf("lookup %s at %s: %w", req.Key, req.Destination, err)
 	}
 	activity.GetLogger(ctx).Info("lookup finished",
-		"key", req.Key, "destination", req.Destination, "found", f.Found)
+		"key", req.Key, "destination", req.Destination, "attempt", req.Attempt, "found", f.Found)
 	return f, nil
 }
 

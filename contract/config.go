@@ -201,6 +201,14 @@ func lineAt(b []byte, offset int64, err error) int {
 		offset = syn.Offset
 	case errors.As(err, &typ):
 		offset = typ.Offset
+	default:
+		// An unknown field is reported after its object is read: point at
+		// the field's name instead, its last occurrence before that point.
+		if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			if i := bytes.LastIndex(b[:min(offset, int64(len(b)))], []byte(name)); i >= 0 {
+				offset = int64(i)
+			}
+		}
 	}
 	offset = min(offset, int64(len(b)))
 	return bytes.Count(b[:offset], []byte("\n")) + 1

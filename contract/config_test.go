@@ -43,7 +43,9 @@ func TestParseGood(t *testing.T) {
 func TestParseBad(t *testing.T) {
 	cases := []struct{ name, file, want string }{
 		{"unknown field", `{"destinations": {"x": {"adapter": "http", "url": "u",
-  "retries": 3, "contract": {}}}}`, `line 2: json: unknown field "retries"`},
+  "retries": 3,
+  "contract": {}
+  }}}`, `line 2: json: unknown field "retries"`},
 		{"unbounded retries", `{"destinations": {"x": {"adapter": "http", "url": "u",
   "contract": {"dedup": "key", "retry": {"max_attempts": 0, "attempt_timeout": "1s", "deadline": "1m"}}}}}`,
 			`destination "x" (line 1): contract.retry.max_attempts: must be between 1 and 100 (unbounded retries are not allowed)`},
