@@ -8,7 +8,9 @@ import (
 	"encoding/json"
 	"errors"
 	"os/exec"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,7 +30,11 @@ func temporalCLI(t *testing.T, args ...string) (stdout, stderr string, err error
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, append(args, "--address", fx.addr, "--namespace", "default")...)
+	args = append(args, "--address", fx.addr)
+	if !slices.Contains(args, "--namespace") {
+		args = append(args, "--namespace", "default")
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err = cmd.Run()
@@ -96,6 +102,19 @@ func TestTemporalCLIOnly(t *testing.T) {
 	require.Error(t, err)
 	require.Contains(t, errOut, "already")
 
+	// What a second caller reads to decide between join and conflict.
+	out, errOut, err := temporalCLI(t, "workflow", "describe", "--workflow-id", wfID, "-o", "json")
+	require.NoError(t, err, errOut)
+	var desc struct {
+		WorkflowExecutionInfo struct {
+			Memo struct {
+				Fields map[string]json.RawMessage `json:"fields"`
+			} `json:"memo"`
+		} `json:"workflowExecutionInfo"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &desc), out)
+	require.JSONEq(t, `"`+fingerprint+`"`, string(desc.WorkflowExecutionInfo.Memo.Fields["fingerprint"]), out)
+
 	var st workflows.DeliveryStatus
 	require.Eventually(t, func() bool {
 		out, errOut, err := temporalCLI(t, "workflow", "query", "--workflow-id", wfID, "--name", "status", "-o", "json")
@@ -113,7 +132,7 @@ func TestTemporalCLIOnly(t *testing.T) {
 	require.Contains(t, st.Review.Evidence, `destination "legacy" (dedup none) cannot deduplicate a retry`)
 
 	// The update refuses a decision it cannot act on, with the reason.
-	out, errOut, err := temporalCLI(t, "workflow", "update", "execute", "--workflow-id", wfID, "--name", "review",
+	out, errOut, err = temporalCLI(t, "workflow", "update", "execute", "--workflow-id", wfID, "--name", "review",
 		"--input", `{"decision":"delivered","reviewer":"alice","note":"found it"}`)
 	require.Error(t, err)
 	require.Contains(t, out+errOut, "resource_id: required with decision delivered")
@@ -153,5 +172,67 @@ func TestTemporalCLIOnly(t *testing.T) {
 			}
 		}
 		return false
+	}, 30*time.Second, 300*time.Millisecond)
+}
+
+// TestCreateSearchAttributes runs the command docs/protocol.md gives for
+// another cluster, on a fresh namespace of the test server.
+func TestCreateSearchAttributes(t *testing.T) {
+	ns := uniqueID("courier-sa")
+	out, errOut, err := temporalCLI(t, "operator", "namespace", "create", "--namespace", ns)
+	require.NoError(t, err, "%s%s", out, errOut)
+	// One command per attribute: the CLI (v1.5.1) creates only the first of
+	// several --name flags.
+	for _, name := range []string{"CourierKey", "CourierDestination", "CourierOperation", "CourierBusinessID", "CourierState"} {
+		out, errOut, err = temporalCLI(t, "operator", "search-attribute", "create", "--namespace", ns,
+			"--name", name, "--type", "Keyword")
+		require.NoError(t, err, "%s%s", out, errOut)
+	}
+
+	out, errOut, err = temporalCLI(t, "operator", "search-attribute", "list", "--namespace", ns, "-o", "json")
+	require.NoError(t, err, errOut)
+	var listed struct {
+		CustomAttributes map[string]string `json:"customAttributes"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &listed), out)
+	for _, name := range workflows.SearchAttributeNames {
+		require.Equal(t, "INDEXED_VALUE_TYPE_KEYWORD", listed.CustomAttributes[name], "%s in %s", name, out)
+	}
+}
+
+// TestTemporalCLIStartAsDocumented runs docs/protocol.md's full start
+// command (memo, search attributes, summary) and its list command.
+func TestTemporalCLIStartAsDocumented(t *testing.T) {
+	id := uniqueID("cli-documented")
+	key := keyFromSpec("acme", "helpdesk", "create-ticket", id)
+	payload := `{"request_id":"` + id + `","subject":"Move the workshop booking"}`
+	sum := sha256.Sum256([]byte(payload))
+	out, errOut, err := temporalCLI(t, "workflow", "start",
+		"--type", "Delivery", "--task-queue", "courier",
+		"--workflow-id", "delivery-"+key,
+		"--id-reuse-policy", "RejectDuplicate",
+		"--memo", `fingerprint="`+hex.EncodeToString(sum[:])+`"`,
+		"--search-attribute", `CourierKey="`+key+`"`,
+		"--search-attribute", `CourierDestination="helpdesk"`,
+		"--search-attribute", `CourierOperation="create-ticket"`,
+		"--search-attribute", `CourierBusinessID="`+id+`"`,
+		"--search-attribute", `CourierState="delivering"`,
+		"--static-summary", "create-ticket → helpdesk · "+id+" (acme)",
+		"--input", `{"tenant":"acme","destination":"helpdesk","operation":"create-ticket","business_id":"`+id+`","payload":`+payload+`}`)
+	require.NoError(t, err, "%s%s", out, errOut)
+
+	out, errOut, err = temporalCLI(t, "workflow", "result", "--workflow-id", "delivery-"+key, "-o", "json")
+	require.NoError(t, err, errOut)
+	var res struct {
+		Result workflows.DeliveryResult `json:"result"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
+	require.Equal(t, workflows.StatusCreated, res.Result.Status)
+
+	require.Eventually(t, func() bool {
+		out, errOut, err := temporalCLI(t, "workflow", "list", "-o", "json",
+			"--query", `WorkflowType = "Delivery" AND CourierState = "created" AND CourierBusinessID = "`+id+`"`)
+		require.NoError(t, err, errOut)
+		return strings.Contains(out, "delivery-"+key)
 	}, 30*time.Second, 300*time.Millisecond)
 }
