@@ -161,6 +161,7 @@ func TestCLI(t *testing.T) {
 	t.Run("conflict", func(t *testing.T) { c.t = t; testConflict(t, c) })
 	t.Run("rejected", func(t *testing.T) { c.t = t; testRejected(t, c) })
 	t.Run("no wait", func(t *testing.T) { c.t = t; testNoWait(t, c) })
+	t.Run("not delivered, interrupted", func(t *testing.T) { c.t = t; testNotDelivered(t, c) })
 	t.Run("awaiting review, list, review", func(t *testing.T) { c.t = t; testReview(t, c) })
 	t.Run("unknown destination", func(t *testing.T) { c.t = t; testUnknownDestination(t, c) })
 	t.Run("malformed JSON", func(t *testing.T) { c.t = t; testMalformedJSON(t, c) })
@@ -224,6 +225,39 @@ func testNoWait(t *testing.T, c *cli) {
 	}, 30*time.Second, 200*time.Millisecond)
 	// The workflow ID works as well as the key.
 	require.Equal(t, codeOK, c.courier("status", "delivery-"+key).code)
+}
+
+func testNotDelivered(t *testing.T, c *cli) {
+	// Three 503s spend helpdesk's budget of three attempts.
+	require.NoError(t, c.env.Inject("helpdesk", sandbox.Fault{Kind: sandbox.FaultFail503, Count: 3}))
+	r := c.deliver("helpdesk", "cli-limit", ticket("cli-limit", "s"))
+	require.Equal(t, codeNotDelivered, r.code, r.stderr)
+	require.Contains(t, r.stderr, "not delivered (attempt_limit): retry budget spent after 3 attempts")
+	require.Equal(t, workflows.StatusAttemptLimit, status(t, r).Status)
+	require.Equal(t, 0, c.effects("helpdesk", "cli-limit"))
+
+	// Ctrl-C while waiting stops the wait, not the delivery.
+	require.NoError(t, c.env.Inject("helpdesk", sandbox.Fault{Kind: sandbox.FaultFail503, Count: 3}))
+	cmd := exec.Command(c.bin, "deliver", "--destination", "helpdesk", "--operation", "create-ticket",
+		"--id", "cli-interrupted", "--payload", ticket("cli-interrupted", "s"))
+	cmd.Env = append(os.Environ(), "TEMPORAL_ADDRESS="+c.addr)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	require.NoError(t, cmd.Start())
+	key := workflows.Key(workflows.Operation{Destination: "helpdesk", Operation: "create-ticket", BusinessID: "cli-interrupted"})
+	require.Eventually(t, func() bool {
+		s := c.courier("status", key)
+		return s.code == codeOK && len(status(t, s).Attempts) > 0
+	}, 30*time.Second, 100*time.Millisecond)
+	require.NoError(t, cmd.Process.Signal(os.Interrupt))
+	var exit *exec.ExitError
+	require.ErrorAs(t, cmd.Wait(), &exit)
+	require.Equal(t, codeError, exit.ExitCode(), errOut.String())
+	require.Contains(t, errOut.String(), "stopped waiting; the delivery goes on in Temporal: follow it with `courier status "+key+"`")
+	require.Empty(t, out.String())
+	require.Eventually(t, func() bool {
+		return status(t, c.courier("status", key)).Status == workflows.StatusAttemptLimit
+	}, 30*time.Second, 200*time.Millisecond)
 }
 
 func testReview(t *testing.T, c *cli) {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 
 	"github.com/abde64c9/courier/starter"
@@ -71,6 +72,10 @@ func runDeliver(ctx context.Context, args []string) error {
 		if perr := printJSON(os.Stdout, st); perr != nil {
 			return perr
 		}
+	}
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("stopped waiting; the delivery goes on in Temporal: follow it with `courier status %s`",
+			workflows.Key(in.Operation))
 	}
 	if err != nil {
 		return startError(err)

@@ -53,7 +53,11 @@ func runList(ctx context.Context, args []string) error {
 	if err != nil {
 		return startError(err)
 	}
-	fmt.Fprintf(os.Stderr, "%d deliveries where %s\n", len(ds), o.Query())
+	noun := "deliveries"
+	if len(ds) == 1 {
+		noun = "delivery"
+	}
+	fmt.Fprintf(os.Stderr, "%d %s where %s\n", len(ds), noun, o.Query())
 	if *asJSON {
 		if ds == nil {
 			ds = []starter.Delivery{}
