@@ -204,8 +204,12 @@ func (s *Client) Wait(ctx context.Context, key string) (workflows.DeliveryStatus
 			if r.err != nil {
 				return workflows.DeliveryStatus{}, notFound(key, r.err)
 			}
-			// The status query adds the operation to the result.
-			if st, err := s.Status(ctx, key); err == nil && st.Status == r.res.Status {
+			// The status query adds the operation to the result; bounded,
+			// because a finished delivery answers it only while a worker runs.
+			qctx, qcancel := context.WithTimeout(ctx, 2*time.Second)
+			st, err := s.Status(qctx, key)
+			qcancel()
+			if err == nil && st.Status == r.res.Status {
 				return st, nil
 			}
 			return workflows.DeliveryStatus{State: workflows.State(r.res.Status), DeliveryResult: r.res}, nil
