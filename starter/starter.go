@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/workflows"
 )
 
@@ -110,16 +111,20 @@ func (s *Client) Start(ctx context.Context, in workflows.DeliveryInput) (Handle,
 	}
 	key := workflows.Key(in.Operation)
 	h := Handle{Key: key, Fingerprint: fp, WorkflowID: workflows.WorkflowID(key)}
+	// One run per operation (within the namespace's retention): a second
+	// start joins the first instead.
+	return s.start(ctx, in, h, enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE)
+}
+
+func (s *Client) start(ctx context.Context, in workflows.DeliveryInput, h Handle, reuse enumspb.WorkflowIdReusePolicy) (Handle, error) {
 	run, err := s.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:        h.WorkflowID,
-		TaskQueue: workflows.TaskQueue,
-		// One run per operation, ever (within the namespace's retention): a
-		// second start joins the first instead.
-		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		ID:                                       h.WorkflowID,
+		TaskQueue:                                workflows.TaskQueue,
+		WorkflowIDReusePolicy:                    reuse,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
-			workflows.OperationSearchAttributes(in.Operation, key, workflows.StateDelivering)...),
-		Memo:          map[string]any{workflows.MemoFingerprint: fp},
+			workflows.OperationSearchAttributes(in.Operation, h.Key, workflows.StateDelivering)...),
+		Memo:          map[string]any{workflows.MemoFingerprint: h.Fingerprint},
 		StaticSummary: Summary(in.Operation),
 	}, workflows.WorkflowType, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
@@ -128,16 +133,25 @@ func (s *Client) Start(ctx context.Context, in workflows.DeliveryInput) (Handle,
 		h.RunID = run.GetRunID()
 		return h, nil
 	case errors.As(err, &started):
-		return s.join(ctx, h, started.RunId)
+		return s.join(ctx, in, h, started.RunId, reuse == enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE)
 	}
-	return Handle{}, fmt.Errorf("start delivery %s: %w", key, err)
+	return Handle{}, fmt.Errorf("start delivery %s: %w", h.Key, err)
 }
 
 // join compares the running or finished delivery's fingerprint with ours.
-func (s *Client) join(ctx context.Context, h Handle, runID string) (Handle, error) {
+func (s *Client) join(ctx context.Context, in workflows.DeliveryInput, h Handle, runID string, mayRestart bool) (Handle, error) {
 	desc, err := s.c.DescribeWorkflowExecution(ctx, h.WorkflowID, runID)
 	if err != nil {
 		return Handle{}, fmt.Errorf("describe delivery %s: %w", h.Key, err)
+	}
+	if mayRestart && desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+		var prev workflows.DeliveryResult
+		if err := s.c.GetWorkflow(ctx, h.WorkflowID, runID).Get(ctx, &prev); err != nil {
+			return Handle{}, fmt.Errorf("read the earlier delivery %s: %w", h.Key, err)
+		}
+		if restartable(prev, h.Fingerprint) {
+			return s.start(ctx, in, h, enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE)
+		}
 	}
 	var existing string
 	if p := desc.GetWorkflowExecutionInfo().GetMemo().GetFields()[workflows.MemoFingerprint]; p != nil {
@@ -158,6 +172,29 @@ func (s *Client) join(ctx context.Context, h Handle, runID string) (Handle, erro
 	}
 	h.RunID, h.Joined = runID, true
 	return h, nil
+}
+
+// restartable says whether a finished delivery may be run again for a new
+// request: a rejected one never consumed its key at the destination (the
+// request may be corrected), and one whose attempts all failed before any
+// effect (nothing sent, throttled) may be tried again with the same payload.
+// Anything that may have taken effect stays final.
+func restartable(prev workflows.DeliveryResult, fingerprint string) bool {
+	switch prev.Status {
+	case workflows.StatusRejected:
+		return true
+	case workflows.StatusAttemptLimit:
+		if prev.Fingerprint != fingerprint {
+			return false
+		}
+		for _, a := range prev.Attempts {
+			if a.Class != contract.ClassNotSent && a.Class != contract.ClassThrottled && a.Class != contract.ClassInFlight {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // Deliver starts or joins the delivery of in and waits until it finishes or

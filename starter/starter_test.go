@@ -258,3 +258,29 @@ func TestParseKey(t *testing.T) {
 		require.ErrorContains(t, err, "is not a delivery key", s)
 	}
 }
+
+// TestRejectedDoesNotConsumeTheKey: a request the destination rejected can be
+// sent again corrected, as a new run under the same key; a created delivery
+// stays final.
+func TestRejectedDoesNotConsumeTheKey(t *testing.T) {
+	ctx := context.Background()
+	s := newStarter()
+	id := uniqueID("rejected")
+	bad := testsuite.Input(testsuite.DestHelpdesk, id, testsuite.Ticket(id, ""))
+	st, err := s.Deliver(ctx, bad)
+	require.NoError(t, err)
+	require.Equal(t, workflows.StatusRejected, st.Status)
+
+	fixed := bad
+	fixed.Payload = testsuite.Ticket(id, "Move the workshop booking")
+	st, err = s.Deliver(ctx, fixed)
+	require.NoError(t, err)
+	require.Equal(t, workflows.StatusCreated, st.Status, "the corrected request is a new run")
+	require.Equal(t, 1, effects(t, testsuite.DestHelpdesk, id))
+
+	again, err := s.Deliver(ctx, fixed)
+	require.NoError(t, err)
+	require.Equal(t, workflows.StatusDuplicate, again.Status)
+	require.Equal(t, st.Receipt.ResourceID, again.Receipt.ResourceID)
+	require.Equal(t, 1, effects(t, testsuite.DestHelpdesk, id))
+}

@@ -89,7 +89,11 @@ func (d *delivery) setup(ctx workflow.Context) error {
 			return d.receiveReview(ctx, rd, "update"), nil
 		},
 		workflow.UpdateHandlerOptions{Validator: func(_ workflow.Context, rd ReviewDecision) error {
-			return d.checkReview(rd)
+			if err := d.checkReview(rd); err != nil {
+				// A named type, so callers in any SDK can tell a refusal apart.
+				return temporal.NewApplicationError(err.Error(), ErrInvalidReview)
+			}
+			return nil
 		}},
 	); err != nil {
 		return fmt.Errorf("register update: %w", err)
@@ -443,8 +447,10 @@ func OperationSearchAttributes(op Operation, key string, state State) []temporal
 
 func (d *delivery) finish(ctx workflow.Context, st Status, receipt *activities.Receipt, cause string) (DeliveryResult, error) {
 	d.res.Status, d.res.Receipt, d.res.Error = st, receipt, cause
-	ev := string(st)
-	d.event(ctx, len(d.res.Attempts), ev, cause)
+	// A rejected or conflicting attempt has told the story already.
+	if n := len(d.res.Events); n == 0 || d.res.Events[n-1].Event != string(st) {
+		d.event(ctx, len(d.res.Attempts), string(st), cause)
+	}
 	workflow.SetCurrentDetails(ctx, d.details())
 	if err := d.upsertState(ctx); err != nil {
 		return DeliveryResult{}, err

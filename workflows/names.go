@@ -21,6 +21,9 @@ const (
 	// same operation can be compared without reading history.
 	MemoFingerprint = "fingerprint"
 
+	// ErrInvalidReview is the error type of a review update the workflow refused.
+	ErrInvalidReview = "InvalidReview"
+
 	// Activity names.
 	ActivityAttempt      = "Attempt"
 	ActivityLookup       = "Lookup"

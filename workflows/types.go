@@ -117,7 +117,7 @@ type ReviewRecord struct {
 type DeliveryResult struct {
 	Key         string              `json:"key"`
 	Fingerprint string              `json:"fingerprint"`
-	Status      Status              `json:"status"`
+	Status      Status              `json:"status,omitempty"` // empty while running
 	Receipt     *activities.Receipt `json:"receipt,omitempty"`
 	Attempts    []Attempt           `json:"attempts"`
 	Events      []Event             `json:"events"`

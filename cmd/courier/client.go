@@ -18,6 +18,9 @@ func dial(ctx context.Context, logger *slog.Logger) (client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.Namespace == "" {
+		opts.Namespace = client.DefaultNamespace
+	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	c, err := client.DialContext(ctx, opts)
