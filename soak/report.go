@@ -25,8 +25,8 @@ func (s Summary) WriteTable(w io.Writer) error {
 	row("faults injected", f.Total(), fmt.Sprintf("close after commit %d, delay after commit %d, delay before commit %d, 503 bursts %d, validation %d",
 		f.CloseAfterCommit, f.DelayAfterCommit, f.DelayBeforeCommit, f.Fail503Bursts, f.Validation))
 	row("faults applied", sum(s.FaultsApplied), "requests hit, from the sandbox's logs: "+line(s.FaultsApplied))
-	row("worker kills", s.WorkerKills, fmt.Sprintf("SIGKILL of 2 worker processes; %d attempts lost with them or to timeouts; %d other exits",
-		s.AttemptsLost, s.WorkerExits))
+	row("worker kills", s.WorkerKills, fmt.Sprintf("SIGKILL of 2 worker processes; %d attempts lost with them or to timeouts; "+
+		"%d exits on their own (no server to reach), restarted", s.AttemptsLost, s.WorkerExits))
 	row("server restarts", s.ServerRestarts, fmt.Sprintf("same SQLite file and port; %d start retries", s.StartRetries))
 	row("effects", s.Effects, "stored by the destinations")
 	row("duplicates", s.Duplicates, fmt.Sprintf("reviewed repeats on none: %d", s.ReviewedRepeats))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/abde64c9/courier/starter"
@@ -18,6 +19,8 @@ const (
 	// was just killed may still be landing.
 	reviewSettle  = 2 * time.Second
 	reviewTimeout = 30 * time.Second
+	// reviewers is how many reviews may be in flight at once.
+	reviewers = 4
 )
 
 // reviewer answers parked deliveries as a careful operator would: it looks
@@ -26,6 +29,13 @@ const (
 func (r *run) reviewer(ctx context.Context) {
 	tick := time.NewTicker(reviewPoll)
 	defer tick.Stop()
+	// Reviews run side by side, one per delivery at a time: an update
+	// waiting on a killed worker's task must not hold the others up.
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	sem := make(chan struct{}, reviewers)
+	var mu sync.Mutex
+	busy := map[string]bool{}
 	for {
 		select {
 		case <-tick.C:
@@ -39,12 +49,30 @@ func (r *run) reviewer(ctx context.Context) {
 			continue // the server may be restarting
 		}
 		for _, p := range parked {
-			if ctx.Err() != nil {
+			d := r.byKey[p.Key]
+			mu.Lock()
+			skip := d == nil || busy[d.key]
+			if !skip {
+				busy[d.key] = true
+			}
+			mu.Unlock()
+			if skip {
+				continue
+			}
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
 				return
 			}
-			if d := r.byKey[p.Key]; d != nil {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
 				r.review(ctx, d)
-			}
+				mu.Lock()
+				delete(busy, d.key)
+				mu.Unlock()
+				<-sem
+			}()
 		}
 	}
 }
