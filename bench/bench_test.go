@@ -1,0 +1,156 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/abde64c9/courier/devserver"
+)
+
+// TestMain makes the test binary the benchmark's worker subprocess when it
+// is started as one.
+func TestMain(m *testing.M) {
+	if IsWorkerProcess() {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		err := ServeWorker(ctx)
+		stop()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestSmoke runs every phase for a few seconds and checks the figures are
+// well-formed. It checks correctness (no lost delivery, one effect per
+// operation), never the performance targets: CI machines are too noisy.
+func TestSmoke(t *testing.T) {
+	_, err := devserver.Binary()
+	require.NoError(t, err, "the smoke benchmark needs the Temporal CLI: %s", devserver.BuildHint)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	var progress bytes.Buffer
+	o := Smoke(Options{
+		Logger:   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Progress: &progress,
+	})
+	rep, err := Run(ctx, o)
+	require.NoError(t, err, progress.String())
+
+	require.Len(t, rep.Throughput, 4*len(o.Concurrency))
+	for _, s := range rep.Throughput {
+		require.Zero(t, s.Errors, "%s at %d: %s", s.Side, s.Concurrency, s.FirstError)
+		require.Positive(t, s.Ops, "%s at %d", s.Side, s.Concurrency)
+		require.Positive(t, s.PerSecond, "%s at %d", s.Side, s.Concurrency)
+		require.Positive(t, s.P50ms)
+		require.LessOrEqual(t, s.P50ms, s.P95ms)
+		require.LessOrEqual(t, s.P95ms, s.P99ms)
+	}
+	require.Len(t, rep.Ratios, 2*len(o.Concurrency))
+	for _, r := range rep.Ratios {
+		require.Positive(t, r.VsBare)
+		require.Positive(t, r.P99VsBare)
+		require.Positive(t, r.VsDirect)
+	}
+
+	require.Len(t, rep.History, 3)
+	for _, h := range rep.History {
+		require.Len(t, h.Types, h.Events)
+		require.Equal(t, "WorkflowExecutionStarted", h.Types[0])
+		require.Equal(t, "WorkflowExecutionCompleted", h.Types[len(h.Types)-1])
+	}
+
+	require.NotNil(t, rep.Storm)
+	require.Zero(t, rep.Storm.Errors, rep.Storm.FirstError)
+	require.Equal(t, map[string]int{"created": 1, "duplicate": o.Storm - 1}, rep.Storm.Statuses)
+	require.Equal(t, 1, rep.Storm.Effects)
+	require.Positive(t, rep.Storm.Seconds)
+	require.Positive(t, rep.Storm.ReferenceP50ms)
+
+	p := rep.Parked
+	require.NotNil(t, p)
+	require.Zero(t, p.Errors, p.FirstError)
+	require.Equal(t, o.Parked, p.Parked)
+	require.Equal(t, o.Parked, p.Resolved)
+	require.Zero(t, p.Lost)
+	require.Equal(t, o.Parked, p.Effects)
+	require.Zero(t, p.ExtraEffects)
+	require.Positive(t, p.WorkerRSSParkedMB)
+	require.GreaterOrEqual(t, p.WorkerRSSPeakMB, p.WorkerRSSParkedMB)
+
+	require.NotNil(t, rep.KeyFingerprint)
+	require.Empty(t, rep.KeyFingerprint.Error)
+	require.Positive(t, rep.KeyFingerprint.NsPerOp)
+
+	// The JSON names every target with the four fields callers compare.
+	raw, err := json.Marshal(rep)
+	require.NoError(t, err)
+	var doc struct {
+		Targets []map[string]any `json:"targets"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &doc))
+	require.Len(t, doc.Targets, len(rep.Targets))
+	require.GreaterOrEqual(t, len(doc.Targets), 4*len(o.Concurrency)+11)
+	for _, tg := range doc.Targets {
+		require.Len(t, tg, 4, "%v", tg)
+		require.NotEmpty(t, tg["name"])
+		require.NotEmpty(t, tg["target"])
+		require.IsType(t, float64(0), tg["measured"])
+		require.IsType(t, true, tg["pass"])
+	}
+
+	var md bytes.Buffer
+	rep.Markdown(&md)
+	for _, heading := range []string{"### Throughput and latency", "### History events", "### Duplicate storm",
+		"### Parked reviews", "### Key + fingerprint", "### Targets"} {
+		require.Contains(t, md.String(), heading)
+	}
+	t.Log("\n" + md.String())
+}
+
+// TestTicketPayloadIsTheKeyVector keeps the benchmark's payload the one the
+// key vectors (and workflows' benchmark) use.
+func TestTicketPayloadIsTheKeyVector(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "workflows", "testdata", "key_vectors.json"))
+	require.NoError(t, err)
+	var kv struct {
+		Vectors []struct {
+			Name    string `json:"name"`
+			Payload string `json:"payload"`
+		} `json:"vectors"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &kv))
+	for _, v := range kv.Vectors {
+		if v.Name == "realistic-ticket-1kib" {
+			require.Equal(t, v.Payload, string(ticketPayload))
+			return
+		}
+	}
+	t.Fatal("no realistic-ticket-1kib vector")
+}
+
+func TestQuantile(t *testing.T) {
+	var d []time.Duration
+	for i := 1; i <= 100; i++ {
+		d = append(d, time.Duration(i)*time.Millisecond)
+	}
+	require.Equal(t, 50*time.Millisecond, quantile(d, 0.50))
+	require.Equal(t, 99*time.Millisecond, quantile(d, 0.99))
+	require.Equal(t, 100*time.Millisecond, quantile(d, 1))
+	require.Equal(t, time.Millisecond, quantile(d[:1], 0.99))
+	require.Zero(t, quantile(nil, 0.5))
+}

@@ -1,0 +1,203 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// The targets of issue 5.
+const (
+	minThroughputVsBare = 0.95
+	maxP99VsBare        = 1.10
+	maxHistoryEvents    = 12
+	maxStormVsP50       = 2.0
+	maxParkedRSSMB      = 150
+	maxKeyFingerprintNs = 5000
+)
+
+func targets(rep Report, o Options) []Target {
+	var ts []Target
+	add := func(name, target string, measured float64, pass bool) {
+		ts = append(ts, Target{Name: name, Target: target, Measured: round(measured), Pass: pass})
+	}
+	for _, r := range rep.Ratios {
+		add(fmt.Sprintf("throughput %s / bare, concurrency %d", r.Side, r.Concurrency),
+			fmt.Sprintf(">= %.2f", minThroughputVsBare), r.VsBare, r.VsBare >= minThroughputVsBare)
+		add(fmt.Sprintf("p99 latency %s / bare, concurrency %d", r.Side, r.Concurrency),
+			fmt.Sprintf("<= %.2f", maxP99VsBare), r.P99VsBare, r.P99VsBare > 0 && r.P99VsBare <= maxP99VsBare)
+	}
+	if len(rep.Throughput) > 0 {
+		failed := 0
+		for _, s := range rep.Throughput {
+			failed += s.Errors
+		}
+		add("throughput: failed operations, all sides", "= 0", float64(failed), failed == 0)
+	}
+	for _, h := range rep.History {
+		if h.Side == SideBare {
+			continue
+		}
+		add("history events per happy-path delivery, "+h.Side, fmt.Sprintf("<= %d", maxHistoryEvents),
+			float64(h.Events), h.Events > 0 && h.Events <= maxHistoryEvents)
+	}
+	if s := rep.Storm; s != nil {
+		ratio := 0.0
+		if s.ReferenceP50ms > 0 {
+			ratio = s.Seconds * 1000 / s.ReferenceP50ms
+		}
+		answered := 0
+		for _, n := range s.Statuses {
+			answered += n
+		}
+		add(fmt.Sprintf("duplicate storm: %d callers answered", s.Callers), fmt.Sprintf("= %d", s.Callers),
+			float64(answered), answered == s.Callers && s.Errors == 0)
+		add("duplicate storm: time until all answered / one delivery's p50", fmt.Sprintf("<= %.2f", maxStormVsP50),
+			ratio, ratio > 0 && ratio <= maxStormVsP50)
+		add("duplicate storm: effects stored", "= 1", float64(s.Effects), s.Effects == 1)
+	}
+	if p := rep.Parked; p != nil {
+		add(fmt.Sprintf("parked reviews (%d): worker RSS, peak MB", p.Deliveries), fmt.Sprintf("<= %d", maxParkedRSSMB),
+			p.WorkerRSSPeakMB, p.WorkerRSSPeakMB > 0 && p.WorkerRSSPeakMB <= maxParkedRSSMB)
+		add(fmt.Sprintf("parked reviews (%d): parked", p.Deliveries), fmt.Sprintf("= %d", p.Deliveries),
+			float64(p.Parked), p.Parked == p.Deliveries)
+		add(fmt.Sprintf("parked reviews (%d): resolved", p.Deliveries), fmt.Sprintf("= %d", p.Deliveries),
+			float64(p.Resolved), p.Resolved == p.Deliveries)
+		add(fmt.Sprintf("parked reviews (%d): lost", p.Deliveries), "= 0", float64(p.Lost), p.Lost == 0)
+		add(fmt.Sprintf("parked reviews (%d): extra effects", p.Deliveries), "= 0",
+			float64(p.ExtraEffects), p.ExtraEffects == 0 && p.Effects == p.Deliveries)
+	}
+	if k := rep.KeyFingerprint; k != nil {
+		add("key + fingerprint of 1 KiB, ns/op", fmt.Sprintf("<= %d", maxKeyFingerprintNs),
+			k.NsPerOp, k.Error == "" && k.NsPerOp <= maxKeyFingerprintNs)
+	}
+	return ts
+}
+
+// round keeps three decimals: enough to compare commits, short to read.
+func round(f float64) float64 {
+	return float64(int64(f*1000+0.5*sign(f))) / 1000
+}
+
+func sign(f float64) float64 {
+	if f < 0 {
+		return -1
+	}
+	return 1
+}
+
+// Markdown writes the report as Markdown tables.
+func (r Report) Markdown(w io.Writer) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
+	s := r.Setup
+	p("## Courier bench")
+	p("")
+	p("%s; worker: %s; %d CPUs; %s; %s; %.0f s.", s.Server, s.Worker, s.CPUs, s.GoVersion,
+		r.Started.Format("2006-01-02 15:04 UTC"), r.Seconds)
+	if len(r.Throughput) > 0 {
+		how := fmt.Sprintf("%.0f s per side per round (direct: less)", s.WindowSeconds)
+		if s.CountPerRound > 0 {
+			how = fmt.Sprintf("%d operations per side per round", s.CountPerRound)
+		}
+		p("")
+		p("### Throughput and latency")
+		p("")
+		p("Closed loop, %d interleaved rounds, %s. CPU is milliseconds per operation by process.", s.Rounds, how)
+		p("")
+		p("| concurrency | side | ops | ops/s | p50 ms | p95 ms | p99 ms | errors | CPU server | CPU worker | CPU bench |")
+		p("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+		for _, t := range r.Throughput {
+			p("| %d | %s | %d | %.1f | %.1f | %.1f | %.1f | %d | %.1f | %.1f | %.1f |", t.Concurrency, t.Side, t.Ops,
+				t.PerSecond, t.P50ms, t.P95ms, t.P99ms, t.Errors, t.CPUms.Server, t.CPUms.Worker, t.CPUms.Bench)
+		}
+		p("")
+		p("| concurrency | side | throughput / bare | p99 / bare | throughput / direct |")
+		p("|---:|---|---:|---:|---:|")
+		for _, x := range r.Ratios {
+			p("| %d | %s | %.2f | %.2f | %.3f |", x.Concurrency, x.Side, x.VsBare, x.P99VsBare, x.VsDirect)
+		}
+	}
+	if len(r.History) > 0 {
+		p("")
+		p("### History events per workflow")
+		p("")
+		p("| side | events | event types |")
+		p("|---|---:|---|")
+		for _, h := range r.History {
+			p("| %s | %d | %s |", h.Side, h.Events, strings.Join(shortTypes(h.Types), ", "))
+		}
+	}
+	if st := r.Storm; st != nil {
+		p("")
+		p("### Duplicate storm")
+		p("")
+		p("| callers | all answered in | one delivery's p50 | statuses | errors | effects |")
+		p("|---:|---:|---:|---|---:|---:|")
+		p("| %d | %.0f ms | %.0f ms | %s | %d | %d |", st.Callers, st.Seconds*1000, st.ReferenceP50ms,
+			statuses(st.Statuses), st.Errors, st.Effects)
+	}
+	if pk := r.Parked; pk != nil {
+		p("")
+		p("### Parked reviews")
+		p("")
+		p("| deliveries | parked | time to park | resolved | time to resolve | lost | effects | extra | worker RSS idle / parked / peak |")
+		p("|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+		p("| %d | %d | %.1f s | %d | %.1f s | %d | %d | %d | %.0f / %.0f / %.0f MB |", pk.Deliveries, pk.Parked,
+			pk.ParkSeconds, pk.Resolved, pk.ResolveSeconds, pk.Lost, pk.Effects, pk.ExtraEffects,
+			pk.WorkerRSSIdleMB, pk.WorkerRSSParkedMB, pk.WorkerRSSPeakMB)
+		if pk.FirstError != "" {
+			p("")
+			p("%d errors, first: %s", pk.Errors, pk.FirstError)
+		}
+	}
+	if k := r.KeyFingerprint; k != nil {
+		p("")
+		p("### Key + fingerprint")
+		p("")
+		p("| payload | ns/op | allocs/op | B/op |")
+		p("|---:|---:|---:|---:|")
+		p("| %d B | %.0f | %d | %d |", k.PayloadBytes, k.NsPerOp, k.AllocsPerOp, k.BytesPerOp)
+	}
+	p("")
+	p("### Targets")
+	p("")
+	p("| target | goal | measured | |")
+	p("|---|---|---:|---|")
+	for _, t := range r.Targets {
+		mark := "pass"
+		if !t.Pass {
+			mark = "**FAIL**"
+		}
+		p("| %s | %s | %g | %s |", t.Name, t.Target, t.Measured, mark)
+	}
+	for _, t := range r.Throughput {
+		if t.FirstError != "" {
+			p("")
+			p("%s at concurrency %d: %d errors, first: %s", t.Side, t.Concurrency, t.Errors, t.FirstError)
+		}
+	}
+}
+
+// shortTypes drops the EVENT_TYPE_ prefix.
+func shortTypes(types []string) []string {
+	out := make([]string, 0, len(types))
+	for _, t := range types {
+		out = append(out, strings.TrimPrefix(t, "EVENT_TYPE_"))
+	}
+	return out
+}
+
+func statuses(m map[string]int) string {
+	var parts []string
+	for _, k := range []string{"created", "duplicate"} {
+		if m[k] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", m[k], k))
+		}
+	}
+	for k, n := range m {
+		if k != "created" && k != "duplicate" {
+			parts = append(parts, fmt.Sprintf("%d %s", n, k))
+		}
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,307 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.temporal.io/api/workflowservice/v1"
+
+	"github.com/abde64c9/courier/sandbox"
+	"github.com/abde64c9/courier/workflows"
+)
+
+// StormResult is many callers starting one operation at once.
+type StormResult struct {
+	Callers int `json:"callers"`
+	// Seconds until the last caller had its answer.
+	Seconds float64 `json:"seconds"`
+	// ReferenceP50ms is one delivery's p50 latency to the same destination,
+	// measured just before, one at a time.
+	ReferenceP50ms float64        `json:"reference_p50_ms"`
+	Statuses       map[string]int `json:"statuses"`
+	Errors         int            `json:"errors"`
+	FirstError     string         `json:"first_error,omitempty"`
+	// Effects the destination stored for the operation.
+	Effects int `json:"effects"`
+}
+
+// referenceRuns is how many one-at-a-time deliveries give the storm's
+// reference latency.
+const referenceRuns = 15
+
+// storm starts the same operation from many callers at once through
+// starter.Deliver, and counts the effects the sandbox stored.
+func (r *runner) storm(ctx context.Context) (StormResult, error) {
+	o := r.opts
+	res := StormResult{Callers: o.Storm, Statuses: map[string]int{}}
+	o.progress("duplicate storm: reference latency (%d deliveries one at a time)", referenceRuns)
+	ref := closedLoop(ctx, 1, 0, referenceRuns, &r.seq, r.deliver(DestKey, SideKey))
+	if ref.firstErr != nil {
+		return res, fmt.Errorf("storm reference: %w", ref.firstErr)
+	}
+	slices.Sort(ref.latencies)
+	res.ReferenceP50ms = ms(quantile(ref.latencies, 0.5))
+
+	o.progress("duplicate storm: %d callers start one operation at once", o.Storm)
+	in := r.input(DestKey, "storm", r.seq.Add(1))
+	var (
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		last time.Time
+	)
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	gate := make(chan struct{})
+	for range o.Storm {
+		wg.Go(func() {
+			<-gate
+			st, err := r.starter.Deliver(ctx, in)
+			now := time.Now()
+			mu.Lock()
+			defer mu.Unlock()
+			last = now
+			if err != nil {
+				res.Errors++
+				if res.FirstError == "" {
+					res.FirstError = err.Error()
+				}
+				return
+			}
+			res.Statuses[string(st.Status)]++
+		})
+	}
+	start := time.Now()
+	close(gate)
+	wg.Wait()
+	res.Seconds = last.Sub(start).Seconds()
+
+	n, err := r.effects(sandboxPath(DestKey), map[string]bool{in.BusinessID: true})
+	if err != nil {
+		return res, err
+	}
+	res.Effects = n[in.BusinessID]
+	return res, nil
+}
+
+// sandboxPath is the sandbox destination behind a bench destination.
+func sandboxPath(dest string) string {
+	switch dest {
+	case DestKey:
+		return "helpdesk"
+	case DestNone:
+		return "legacy"
+	}
+	return dest
+}
+
+// effects counts the sandbox destination's tickets per business id, for the
+// ids asked about; ticketIDs maps each to its last ticket.
+func (r *runner) effects(dest string, ids map[string]bool) (map[string]int, error) {
+	n, _, err := r.tickets(dest, ids)
+	return n, err
+}
+
+func (r *runner) tickets(dest string, ids map[string]bool) (map[string]int, map[string]string, error) {
+	recs, err := r.st.sandbox.Records(dest)
+	if err != nil {
+		return nil, nil, fmt.Errorf("count effects at %s: %w", dest, err)
+	}
+	counts, ticket := map[string]int{}, map[string]string{}
+	for _, rec := range recs {
+		var p struct {
+			RequestID string `json:"request_id"`
+		}
+		if json.Unmarshal(rec.Payload, &p) == nil && ids[p.RequestID] {
+			counts[p.RequestID]++
+			ticket[p.RequestID] = rec.TicketID
+		}
+	}
+	return counts, ticket, nil
+}
+
+// ParkedResult is deliveries parked for review, then resolved.
+type ParkedResult struct {
+	Deliveries int `json:"deliveries"`
+	// ParkSeconds: from the first start until all are awaiting review (as
+	// the visibility store reports it).
+	ParkSeconds float64 `json:"park_seconds"`
+	// ResolveSeconds: from the first review decision until every delivery
+	// has its final result.
+	ResolveSeconds float64 `json:"resolve_seconds"`
+	// Parked is how many reached awaiting_review; Resolved how many then
+	// ended delivered_by_review; Lost the rest.
+	Parked   int `json:"parked"`
+	Resolved int `json:"resolved"`
+	Lost     int `json:"lost"`
+	// Effects stored by the destination for these deliveries, and the
+	// ones beyond one per delivery.
+	Effects      int `json:"effects"`
+	ExtraEffects int `json:"extra_effects"`
+	// Worker subprocess memory (VmRSS/VmHWM from /proc): a fresh worker
+	// idle, then while all are parked, and its peak up to then.
+	WorkerRSSIdleMB   float64 `json:"worker_rss_idle_mb"`
+	WorkerRSSParkedMB float64 `json:"worker_rss_parked_mb"`
+	WorkerRSSPeakMB   float64 `json:"worker_rss_peak_mb"`
+	Errors            int     `json:"errors"`
+	FirstError        string  `json:"first_error,omitempty"`
+}
+
+// parkConcurrency bounds the starts and reviews in flight.
+const parkConcurrency = 64
+
+// parked drives deliveries to the none destination, whose service commits
+// and then hangs up, so each stops in awaiting_review; then resolves them,
+// half by update and half by signal, with the ticket an operator would find.
+func (r *runner) parked(ctx context.Context) (ParkedResult, error) {
+	o := r.opts
+	n := o.Parked
+	res := ParkedResult{Deliveries: n}
+	o.progress("parked reviews: a fresh worker subprocess, so its memory is its own")
+	if err := r.st.restartWorker(ctx); err != nil {
+		return res, err
+	}
+	time.Sleep(2 * time.Second) // let the worker settle before the idle figure
+	idle, err := readProc(r.st.worker.pid())
+	if err != nil {
+		return res, fmt.Errorf("worker memory: %w", err)
+	}
+	res.WorkerRSSIdleMB = mb(idle.rss)
+
+	if err := r.st.sandbox.Inject(sandboxPath(DestNone), sandbox.Fault{Kind: sandbox.FaultCloseAfterCommit, Count: n}); err != nil {
+		return res, err
+	}
+	operation := "bench-park-" + r.runID
+	inputs := make([]workflows.DeliveryInput, n)
+	ids := make(map[string]bool, n)
+	for i := range inputs {
+		in := r.input(DestNone, "park", int64(i))
+		in.Operation.Operation = operation
+		inputs[i] = in
+		ids[in.BusinessID] = true
+	}
+	var errs errorList
+	o.progress("parked reviews: starting %d deliveries to %q (the service hangs up after each commit)", n, DestNone)
+	start := time.Now()
+	parallel(ctx, n, parkConcurrency, func(ctx context.Context, i int) {
+		ctx, cancel := context.WithTimeout(ctx, opTimeout)
+		defer cancel()
+		if _, err := r.starter.Start(ctx, inputs[i]); err != nil {
+			errs.add(err)
+		}
+	})
+	// Bounded: the server parks about 20 a second here; allow a fifth of that.
+	deadline := time.Now().Add(time.Minute + time.Duration(n)*250*time.Millisecond)
+	query := fmt.Sprintf("%s = %q AND %s = %q", workflows.SAOperation.GetName(), operation,
+		workflows.SAState.GetName(), workflows.StateAwaitingReview)
+	lastReport := time.Now()
+	for {
+		resp, err := r.st.client.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Query: query})
+		if err != nil {
+			return res, fmt.Errorf("count parked deliveries: %w", err)
+		}
+		res.Parked = int(resp.GetCount())
+		if res.Parked >= n || time.Now().After(deadline) || ctx.Err() != nil {
+			break
+		}
+		if time.Since(lastReport) > 10*time.Second {
+			o.progress("parked reviews: %d/%d parked", res.Parked, n)
+			lastReport = time.Now()
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	res.ParkSeconds = time.Since(start).Seconds()
+	parked, err := readProc(r.st.worker.pid())
+	if err != nil {
+		return res, fmt.Errorf("worker memory: %w", err)
+	}
+	res.WorkerRSSParkedMB, res.WorkerRSSPeakMB = mb(parked.rss), mb(parked.hwm)
+	o.progress("parked reviews: %d/%d parked in %.1fs; worker RSS %.0f MB (peak %.0f MB)",
+		res.Parked, n, res.ParkSeconds, res.WorkerRSSParkedMB, res.WorkerRSSPeakMB)
+
+	_, ticket, err := r.tickets(sandboxPath(DestNone), ids)
+	if err != nil {
+		return res, err
+	}
+	o.progress("parked reviews: resolving them, half by update and half by signal")
+	var resolved atomic.Int64
+	start = time.Now()
+	parallel(ctx, n, parkConcurrency, func(ctx context.Context, i int) {
+		ctx, cancel := context.WithTimeout(ctx, opTimeout)
+		defer cancel()
+		in := inputs[i]
+		key := workflows.Key(in.Operation)
+		found := ticket[in.BusinessID]
+		if found == "" {
+			found = "not-found" // never stored: the count of effects shows it
+		}
+		d := workflows.ReviewDecision{Decision: workflows.DecisionDelivered, Reviewer: "bench",
+			Note: "found in the sandbox", ResourceID: found}
+		var err error
+		if i%2 == 0 {
+			_, err = r.starter.Review(ctx, key, d)
+		} else {
+			err = r.st.client.SignalWorkflow(ctx, workflows.WorkflowID(key), "", workflows.SignalReview, d)
+		}
+		if err != nil {
+			errs.add(fmt.Errorf("review %s: %w", key, err))
+			return
+		}
+		var out workflows.DeliveryResult
+		if err := r.st.client.GetWorkflow(ctx, workflows.WorkflowID(key), "").Get(ctx, &out); err != nil {
+			errs.add(fmt.Errorf("result of %s: %w", key, err))
+			return
+		}
+		if out.Status == workflows.StatusDeliveredByReview {
+			resolved.Add(1)
+		} else {
+			errs.add(fmt.Errorf("delivery %s ended %s, want %s", key, out.Status, workflows.StatusDeliveredByReview))
+		}
+	})
+	res.ResolveSeconds = time.Since(start).Seconds()
+	res.Resolved = int(resolved.Load())
+	res.Lost = n - res.Resolved
+
+	counts, err := r.effects(sandboxPath(DestNone), ids)
+	if err != nil {
+		return res, err
+	}
+	for _, c := range counts {
+		res.Effects += c
+		res.ExtraEffects += max(c-1, 0)
+	}
+	res.Errors, res.FirstError = errs.summary()
+	o.progress("parked reviews: %d/%d resolved in %.1fs, %d effects", res.Resolved, n, res.ResolveSeconds, res.Effects)
+	return res, ctx.Err()
+}
+
+func mb(b int64) float64 { return float64(b) / (1 << 20) }
+
+// errorList counts errors from many goroutines, keeping the first.
+type errorList struct {
+	mu    sync.Mutex
+	n     int
+	first error
+}
+
+func (e *errorList) add(err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.n++
+	if e.first == nil {
+		e.first = err
+	}
+}
+
+func (e *errorList) summary() (int, string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.first == nil {
+		return e.n, ""
+	}
+	return e.n, e.first.Error()
+}

@@ -1,0 +1,253 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/abde64c9/courier/sandbox"
+	"github.com/abde64c9/courier/workflows"
+)
+
+// ticketPayload is the 1 KiB ticket of the key vectors
+// (workflows/testdata/key_vectors.json, "realistic-ticket-1kib"): every
+// side sends it, with a request_id added.
+//
+//go:embed testdata/ticket-1kib.json
+var ticketPayload []byte
+
+// input is the delivery of operation seq of side tag to dest.
+func (r *runner) input(dest, tag string, seq int64) workflows.DeliveryInput {
+	id := fmt.Sprintf("%s-%s-%d", r.runID, tag, seq)
+	return workflows.DeliveryInput{
+		Operation: workflows.Operation{Tenant: "bench", Destination: dest, Operation: "create-ticket", BusinessID: id},
+		Payload:   r.withRequestID(id),
+	}
+}
+
+// withRequestID is the ticket with "request_id" first, so effects can be
+// counted per business id (the template starts with '{').
+func (r *runner) withRequestID(id string) []byte {
+	b := make([]byte, 0, len(r.payload)+len(id)+20)
+	b = fmt.Appendf(b, `{"request_id":%q,`, id)
+	return append(b, bytes.TrimLeft(r.payload, " \t\r\n")[1:]...)
+}
+
+func bareID(runID string, seq int64) string { return fmt.Sprintf("bench-bare-%s-%d", runID, seq) }
+
+// bare runs the ceiling workflow and waits for its result.
+func (r *runner) bare(ctx context.Context, seq int64) error {
+	in := r.input(DestKey, SideBare, seq)
+	run, err := r.st.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: bareID(r.runID, seq), TaskQueue: BareTaskQueue,
+	}, BareWorkflowType, in)
+	if err != nil {
+		return fmt.Errorf("start bare workflow: %w", err)
+	}
+	var out string
+	return run.Get(ctx, &out)
+}
+
+// deliver is a happy-path delivery through the starter, as a service makes it.
+func (r *runner) deliver(dest, side string) op {
+	return func(ctx context.Context, seq int64) error {
+		st, err := r.starter.Deliver(ctx, r.input(dest, side, seq))
+		if err != nil {
+			return err
+		}
+		if st.Status != workflows.StatusCreated {
+			return fmt.Errorf("delivery %s: status %s, want created: %s", st.Key, st.Status, st.Error)
+		}
+		return nil
+	}
+}
+
+// directClient is what a service without Courier would use: keep-alive
+// connections, one per caller.
+var directClient = &http.Client{
+	Transport: &http.Transport{MaxIdleConnsPerHost: 128},
+	Timeout:   30 * time.Second,
+}
+
+// direct POSTs the ticket to the key destination's sandbox service.
+func (r *runner) direct(ctx context.Context, seq int64) error {
+	in := r.input(DestKey, SideDirect, seq)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.st.sandboxURL+"/helpdesk/tickets", bytes.NewReader(in.Payload))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(sandbox.KeyHeader, workflows.Key(in.Operation))
+	resp, err := directClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusCreated {
+		return fmt.Errorf("direct POST: HTTP %d", resp.StatusCode)
+	}
+	return nil
+}
+
+type side struct {
+	name   string
+	do     op
+	window time.Duration
+}
+
+func (r *runner) sides() []side {
+	return []side{
+		{SideBare, r.bare, r.opts.Window},
+		{SideKey, r.deliver(DestKey, SideKey), r.opts.Window},
+		{SideUniqueCommit, r.deliver(DestUniqueCommit, SideUniqueCommit), r.opts.Window},
+		{SideDirect, r.direct, r.opts.DirectWindow},
+	}
+}
+
+// cpu is the CPU time so far of the server, the worker and this process.
+func (r *runner) cpu() cpuSplit {
+	srv, _ := readProc(r.st.serverPID)
+	w, _ := readProc(r.st.worker.pid())
+	self, _ := readProc(selfPID)
+	return cpuSplit{srv.cpu, w.cpu, self.cpu}
+}
+
+func (c cpuSplit) since(before cpuSplit) cpuSplit {
+	return cpuSplit{c.server - before.server, c.worker - before.worker, c.bench - before.bench}
+}
+
+// throughput runs every side at every concurrency, in rounds whose order
+// rotates so no side always follows the same one.
+func (r *runner) throughput(ctx context.Context) ([]Summary, error) {
+	o := r.opts
+	sides := r.sides()
+	if o.Warmup > 0 {
+		o.progress("warming up every side (%s each at concurrency 4)", o.Warmup)
+		for _, s := range sides {
+			res := closedLoop(ctx, 4, o.Warmup, 0, &r.seq, s.do)
+			if res.firstErr != nil {
+				return nil, fmt.Errorf("warm-up %s: %w", s.name, res.firstErr)
+			}
+		}
+	}
+	var out []Summary
+	for _, conc := range o.Concurrency {
+		runs := map[string][]loadResult{}
+		for round := range o.Rounds {
+			for k := range sides {
+				s := sides[(k+round)%len(sides)]
+				before := r.cpu()
+				res := closedLoop(ctx, conc, s.window, o.Count, &r.seq, s.do)
+				res.cpu = r.cpu().since(before)
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
+				runs[s.name] = append(runs[s.name], res)
+				o.progress("concurrency %d, round %d/%d, %-22s %5d ops  %7.1f/s  %d errors",
+					conc, round+1, o.Rounds, s.name, len(res.latencies), res.perSecond(), res.errors)
+			}
+		}
+		for _, s := range sides {
+			out = append(out, summarize(s.name, conc, runs[s.name]))
+		}
+	}
+	return out, nil
+}
+
+// Ratio compares a Courier side with the bare workflow and the direct POST
+// at one concurrency.
+type Ratio struct {
+	Side        string  `json:"side"`
+	Concurrency int     `json:"concurrency"`
+	VsBare      float64 `json:"throughput_vs_bare"`
+	P99VsBare   float64 `json:"p99_vs_bare"`
+	VsDirect    float64 `json:"throughput_vs_direct"`
+}
+
+func ratios(sums []Summary) []Ratio {
+	find := func(side string, conc int) *Summary {
+		for i := range sums {
+			if sums[i].Side == side && sums[i].Concurrency == conc {
+				return &sums[i]
+			}
+		}
+		return nil
+	}
+	div := func(a, b float64) float64 {
+		if b == 0 {
+			return 0
+		}
+		return a / b
+	}
+	var out []Ratio
+	for _, s := range sums {
+		if s.Side != SideKey && s.Side != SideUniqueCommit {
+			continue
+		}
+		bare, direct := find(SideBare, s.Concurrency), find(SideDirect, s.Concurrency)
+		if bare == nil || direct == nil {
+			continue
+		}
+		out = append(out, Ratio{
+			Side: s.Side, Concurrency: s.Concurrency,
+			VsBare: div(s.PerSecond, bare.PerSecond), P99VsBare: div(s.P99ms, bare.P99ms),
+			VsDirect: div(s.PerSecond, direct.PerSecond),
+		})
+	}
+	return out
+}
+
+// HistoryCount is the recorded history of one workflow of a side.
+type HistoryCount struct {
+	Side       string   `json:"side"`
+	WorkflowID string   `json:"workflow_id"`
+	Events     int      `json:"events"`
+	Types      []string `json:"event_types"`
+}
+
+// history runs one workflow of each side and counts its recorded events.
+func (r *runner) history(ctx context.Context) ([]HistoryCount, error) {
+	r.opts.progress("reading one recorded history of each side")
+	var out []HistoryCount
+	for _, s := range []struct {
+		side string
+		do   op
+		id   func(seq int64) string
+	}{
+		{SideBare, r.bare, func(seq int64) string { return bareID(r.runID, seq) }},
+		{SideKey, r.deliver(DestKey, SideKey), func(seq int64) string {
+			return workflows.WorkflowID(workflows.Key(r.input(DestKey, SideKey, seq).Operation))
+		}},
+		{SideUniqueCommit, r.deliver(DestUniqueCommit, SideUniqueCommit), func(seq int64) string {
+			return workflows.WorkflowID(workflows.Key(r.input(DestUniqueCommit, SideUniqueCommit, seq).Operation))
+		}},
+	} {
+		seq := r.seq.Add(1)
+		octx, cancel := context.WithTimeout(ctx, opTimeout)
+		err := s.do(octx, seq)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("history: %s: %w", s.side, err)
+		}
+		h := HistoryCount{Side: s.side, WorkflowID: s.id(seq)}
+		it := r.st.client.GetWorkflowHistory(ctx, h.WorkflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			ev, err := it.Next()
+			if err != nil {
+				return nil, fmt.Errorf("history of %s: %w", h.WorkflowID, err)
+			}
+			h.Events++
+			h.Types = append(h.Types, ev.GetEventType().String())
+		}
+		out = append(out, h)
+	}
+	return out, nil
+}
