@@ -23,6 +23,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
+	sdktest "go.temporal.io/sdk/testsuite"
 
 	"github.com/abde64c9/courier/activities/sqldest"
 	"github.com/abde64c9/courier/contract"
@@ -55,9 +56,11 @@ type Options struct {
 	// Rate is deliveries started per second; it sets how long the chaos
 	// lasts (Deliveries / Rate seconds).
 	Rate float64
-	// Kills is how many times a worker process is SIGKILLed.
+	// Kills is how many times a worker process is SIGKILLed (DefaultKills
+	// is the command's default; zero is none).
 	Kills int
-	// FaultRatio is sandbox faults injected per delivery.
+	// FaultRatio is sandbox faults injected per delivery (zero: none;
+	// the command's default is DefaultFaultRatio).
 	FaultRatio float64
 	// Worker is the command line of one worker process serving the
 	// destinations file it is given, e.g. courier worker --destinations F.
@@ -80,12 +83,6 @@ func (o *Options) defaults() error {
 	}
 	if o.Rate == 0 {
 		o.Rate = DefaultRate
-	}
-	if o.Kills == 0 {
-		o.Kills = DefaultKills
-	}
-	if o.FaultRatio == 0 {
-		o.FaultRatio = DefaultFaultRatio
 	}
 	if o.Timeout == 0 {
 		o.Timeout = DefaultTimeout
@@ -133,9 +130,8 @@ type run struct {
 	deliveries []*delivery
 	byKey      map[string]*delivery
 
-	mu      sync.Mutex
-	sum     Summary
-	started int
+	mu  sync.Mutex
+	sum Summary
 }
 
 // delivery is one planned delivery.
@@ -352,7 +348,6 @@ func (r *run) start(ctx context.Context, d *delivery) {
 		case err == nil:
 			r.mu.Lock()
 			d.started = true
-			r.started++
 			if attempt > 1 {
 				r.sum.StartRetries += attempt - 1
 			}
@@ -403,10 +398,7 @@ type server struct {
 	opts     devserver.Options
 	hostPort string
 	mu       sync.Mutex
-	srv      interface {
-		Stop() error
-		Client() client.Client
-	}
+	srv      *sdktest.DevServer
 }
 
 func startServer(ctx context.Context, dir string, logger *slog.Logger) (*server, error) {

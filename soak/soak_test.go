@@ -37,7 +37,7 @@ func TestShortSoak(t *testing.T) {
 	defer cancel()
 	var log strings.Builder
 	sum, err := soak.Run(ctx, soak.Options{
-		Deliveries: 100, Rate: 4, Kills: 5, Seed: 1, Timeout: 4 * time.Minute,
+		Deliveries: 100, Rate: 4, Kills: 5, FaultRatio: soak.DefaultFaultRatio, Seed: 1, Timeout: 4 * time.Minute,
 		Worker: func(destinations string) []string {
 			return []string{bin, "worker", "--destinations", destinations, "--log-level", "warn"}
 		},

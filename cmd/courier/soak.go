@@ -36,6 +36,7 @@ flags:
 	asJSON := fs.Bool("json", false, "print the summary as one JSON object")
 	rate := fs.Float64("rate", soak.DefaultRate, "deliveries started per second (sets how long the chaos lasts)")
 	kills := fs.Int("kills", soak.DefaultKills, "worker SIGKILLs")
+	faults := fs.Float64("faults", soak.DefaultFaultRatio, "sandbox faults injected per delivery")
 	timeout := fs.Duration("timeout", soak.DefaultTimeout, "bound on the whole run")
 	dir := fs.String("dir", "", "keep the run's files (SQLite databases, logs) here; default a temporary folder, kept only on failure")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
@@ -57,7 +58,8 @@ flags:
 		progress = io.Discard
 	}
 	sum, err := soak.Run(ctx, soak.Options{
-		Deliveries: *deliveries, Seed: *seed, Rate: *rate, Kills: *kills, Timeout: *timeout, Dir: *dir,
+		Deliveries: *deliveries, Seed: *seed, Rate: *rate, Kills: *kills, FaultRatio: *faults,
+		Timeout: *timeout, Dir: *dir,
 		Worker: func(destinations string) []string {
 			return []string{exe, "worker", "--destinations", destinations, "--log-level", "warn"}
 		},
