@@ -26,6 +26,8 @@ type Summary struct {
 	// Statuses is how the deliveries ended (awaiting_review if parked).
 	Statuses map[string]int `json:"statuses"`
 	Faults   Faults         `json:"faults"`
+	// FaultsInjected is Faults.Total.
+	FaultsInjected int `json:"faults_injected"`
 	// FaultsApplied counts, from the sandbox's request logs, the requests
 	// a fault actually hit.
 	FaultsApplied  map[string]int `json:"faults_applied"`
@@ -152,6 +154,7 @@ func (r *run) visibility(ctx context.Context) (map[string]string, error) {
 func (r *run) check(ctx context.Context) error {
 	s := &r.sum
 	s.ByDedup, s.Statuses, s.ReviewsBy = map[contract.Dedup]int{}, map[string]int{}, map[string]int{}
+	s.FaultsInjected = s.Faults.Total()
 	states, err := r.visibility(ctx)
 	if err != nil {
 		return fmt.Errorf("read visibility: %w", err)

@@ -154,7 +154,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	defer cancel()
 
 	r := &run{o: o, rng: rand.New(rand.NewPCG(uint64(o.Seed), 0x50a4)), byKey: map[string]*delivery{}}
-	r.sum.Seed, r.sum.Deliveries = o.Seed, o.Deliveries
+	r.sum.Seed, r.sum.Deliveries, r.sum.Violations = o.Seed, o.Deliveries, []string{}
 	keep := o.Dir != ""
 	r.dir = o.Dir
 	if r.dir == "" {

@@ -1,0 +1,83 @@
+package soak
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/abde64c9/courier/activities"
+	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/workflows"
+)
+
+// TestChecksCatchViolations: the soak's checks flag each kind of violation
+// they claim to, so a clean soak means something.
+func TestChecksCatchViolations(t *testing.T) {
+	r := &run{}
+	r.sum.ReviewsBy = map[string]int{}
+	var found []string
+	bad := func(d *delivery, format string, args ...any) {
+		found = append(found, d.in.BusinessID+": "+fmt.Sprintf(format, args...))
+	}
+	lost := func(d *delivery, format string, args ...any) {
+		r.sum.Lost++
+		bad(d, format, args...)
+	}
+	mk := func(dest string, dedup contract.Dedup, id string) *delivery {
+		d := &delivery{dedup: dedup, in: workflows.DeliveryInput{Operation: workflows.Operation{
+			Tenant: "soak", Destination: dest, Operation: "create-ticket", BusinessID: id}}}
+		d.key = workflows.Key(d.in.Operation)
+		r.deliveries = append(r.deliveries, d)
+		return d
+	}
+	two := []effect{{dest: DestNone, id: "ticket-1"}, {dest: DestNone, id: "ticket-2"}}
+	created := func(id string) workflows.DeliveryResult {
+		return workflows.DeliveryResult{Status: workflows.StatusCreated, Receipt: &activities.Receipt{ResourceID: id}}
+	}
+
+	// Two effects at a key destination: a duplicate.
+	r.checkEffects(mk(DestKey, contract.DedupKey, "k"), two, nil, bad)
+	require.Equal(t, 1, r.sum.Duplicates)
+	require.Len(t, found, 1)
+
+	// Two effects at a none destination: a duplicate without a review
+	// decision, a reviewed repeat after a reviewer's retry.
+	none := mk(DestNone, contract.DedupNone, "n")
+	r.checkEffects(none, two, &workflows.DeliveryResult{}, bad)
+	require.Equal(t, 2, r.sum.Duplicates)
+	retried := workflows.DeliveryResult{Review: &workflows.Review{Decisions: []workflows.ReviewRecord{
+		{ReviewDecision: workflows.ReviewDecision{Decision: workflows.DecisionRetry, Reviewer: "soak"}, Accepted: true}}}}
+	r.checkEffects(none, two, &retried, bad)
+	require.Equal(t, 2, r.sum.Duplicates)
+	require.Equal(t, 1, r.sum.ReviewedRepeats)
+	require.Len(t, found, 2)
+
+	// Created, but the destination holds nothing: lost.
+	r.checkStatus(mk(DestKey, contract.DedupKey, "l"), nil, created("ticket-9"), lost, bad)
+	require.Equal(t, 1, r.sum.Lost)
+	// Created with a receipt that names no stored effect.
+	r.checkStatus(mk(DestKey, contract.DedupKey, "r"), two[:1], created("ticket-9"), lost, bad)
+	require.Contains(t, found[len(found)-1], "names none of the stored effects")
+	// Rejected although its payload was valid, and an effect exists.
+	r.checkStatus(mk(DestKey, contract.DedupKey, "v"), two[:1],
+		workflows.DeliveryResult{Status: workflows.StatusRejected}, lost, bad)
+	require.Contains(t, found[len(found)-2], "rejected, but the destination holds")
+	require.Contains(t, found[len(found)-1], "rejected a valid payload")
+	// Gave up while its effect exists.
+	r.checkStatus(mk(DestKey, contract.DedupKey, "a"), two[:1],
+		workflows.DeliveryResult{Status: workflows.StatusAttemptLimit}, lost, bad)
+	require.Contains(t, found[len(found)-1], "gave up")
+
+	// An effect of no delivery, and one stored under another key.
+	n := len(found)
+	r.checkOrphans(map[string][]effect{
+		"k":     {{dest: DestKey, id: "ticket-1", key: r.deliveries[0].key}},
+		"k2":    {{dest: DestKey, id: "ticket-3"}},
+		"n":     {{dest: DestNone, id: "ticket-4", key: r.deliveries[0].key}},
+		"other": {{dest: DestUnique, id: "result-x"}},
+	}, bad)
+	require.Len(t, r.sum.Violations, 2, "k2 and other belong to no delivery: %v", r.sum.Violations)
+	require.Len(t, found, n+1, "n's effect is under k's key")
+	require.Contains(t, found[n], "not the delivery's")
+}
