@@ -108,7 +108,7 @@ func TestBadStarts(t *testing.T) {
 			want: `destination "nowhere" is not configured on the workers`, starts: true, byHand: true},
 	}
 	sentBefore := len(env.Sandbox.Requests("helpdesk"))
-	followUps := 0 // good deliveries after a refusal, one request each
+	followUps := 0 // good deliveries after a refusal or rejection, one request each
 	for i, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
 			id := fmt.Sprintf("bad-start-%d-%s", i, lab.RunID)
@@ -143,6 +143,17 @@ func TestBadStarts(t *testing.T) {
 				var res workflows.DeliveryResult
 				require.NoError(t, run.Get(ctx, &res))
 				requireRejected(t, res, row.want)
+
+				// The rejection did not consume the operation: corrected, it
+				// runs again through the starter.
+				if hand.Operation.Validate() == nil && hand.Destination == DestHelpdesk {
+					fixed := hand
+					fixed.Payload = Ticket(hand.BusinessID, "Move the workshop booking")
+					res, err := st.Deliver(ctx, fixed)
+					require.NoError(t, err)
+					require.Equal(t, workflows.StatusCreated, res.Status)
+					followUps++
+				}
 			}
 
 			// Refused, not consumed: the operation still delivers, once.
