@@ -150,6 +150,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	if err := o.defaults(); err != nil {
 		return Summary{}, err
 	}
+	caller := ctx
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 
@@ -171,7 +172,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	}
 	r.sum.Dir = r.dir
 
-	err := r.soak(ctx)
+	err := r.soak(ctx, caller)
 	r.sum.WallSeconds = time.Since(began).Round(time.Millisecond).Seconds()
 	if err == nil && len(r.sum.Violations) == 0 && !keep {
 		_ = os.RemoveAll(r.dir)
@@ -184,7 +185,9 @@ func (r *run) logf(format string, args ...any) {
 	fmt.Fprintf(r.o.Log, "soak: "+format+"\n", args...)
 }
 
-func (r *run) soak(ctx context.Context) error {
+// soak runs it all within ctx; caller is the caller's context, done when
+// the soak is stopped rather than out of time.
+func (r *run) soak(ctx, caller context.Context) error {
 	stopSandbox, err := r.startSandbox()
 	if err != nil {
 		return err
@@ -258,6 +261,9 @@ func (r *run) soak(ctx context.Context) error {
 	settled := r.awaitSettled(ctx)
 	stopReviewer()
 	<-reviewerDone
+	if err := caller.Err(); err != nil {
+		return fmt.Errorf("soak interrupted: %w", err)
+	}
 	if !settled {
 		r.logf("not every delivery settled before the time limit")
 	}
