@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"strconv"
@@ -217,12 +218,12 @@ func TestCanonicalJSONErrors(t *testing.T) {
 func TestPayloadLimits(t *testing.T) {
 	// {"a":"xxx...x"} of exactly MaxPayloadBytes is fine; one byte more is not.
 	body := strings.Repeat("x", MaxPayloadBytes-len(`{"a":""}`))
-	max := []byte(`{"a":"` + body + `"}`)
-	require.Len(t, max, MaxPayloadBytes)
-	canon, err := CanonicalJSON(max)
+	full := []byte(`{"a":"` + body + `"}`)
+	require.Len(t, full, MaxPayloadBytes)
+	canon, err := CanonicalJSON(full)
 	require.NoError(t, err)
-	require.Equal(t, max, canon)
-	_, err = Fingerprint(append(max, ' '))
+	require.Equal(t, full, canon)
+	_, err = Fingerprint(append(full, ' '))
 	require.EqualError(t, err, "payload: 262145 bytes, the limit is 262144")
 
 	// Nesting: the limit is encoding/json's, so both accept the same documents.
@@ -237,8 +238,8 @@ func TestPayloadLimits(t *testing.T) {
 	require.ErrorContains(t, err, "nested deeper than 10000 levels")
 }
 
-// Large objects take the sort path with many members: compare with the
-// reference implementation on members in reverse and shuffled order.
+// Objects of more than 32 members take the other sort path: compare with
+// the reference implementation on members in order, reversed and shuffled.
 func TestCanonicalJSONManyMembers(t *testing.T) {
 	var names []string
 	for i := range 3000 {
@@ -260,13 +261,82 @@ func TestCanonicalJSONManyMembers(t *testing.T) {
 	}
 	reversed := slices.Clone(names)
 	slices.Reverse(reversed)
-	for _, in := range [][]byte{build(names), build(reversed)} {
+	shuffled := slices.Clone(names)
+	rand.New(rand.NewPCG(3, 4)).Shuffle(len(shuffled), func(i, j int) {
+		shuffled[i], shuffled[j] = shuffled[j], shuffled[i]
+	})
+	for _, in := range [][]byte{build(names), build(reversed), build(shuffled)} {
 		got, err := CanonicalJSON(in)
 		require.NoError(t, err)
 		want, err := referenceCanonicalJSON(in)
 		require.NoError(t, err)
 		require.Equal(t, string(want), string(got))
 	}
+	_, err := CanonicalJSON(build(append(shuffled, names[1234])))
+	require.ErrorContains(t, err, "payload: duplicate member name ")
+}
+
+// Random documents, nested and spaced at random, against the reference.
+func TestCanonicalJSONRandomDocuments(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	// JSON string bodies, escapes included.
+	names := []string{"a", "b", "", "é", `\u00e9x`, "😀", `\ud83d\ude01`, "｡", `\u0000`, `a\"`, "A", "~", "abcdefgh", "abcdefghi", `\n`}
+	ws := []string{"", "", "", " ", "\n  ", "\t", "\r\n"}
+	sp := func() string { return ws[rng.IntN(len(ws))] }
+	var value func(depth int) string
+	value = func(depth int) string {
+		switch k := rng.IntN(8); {
+		case k < 2 && depth < 8:
+			var parts []string
+			used := map[string]bool{}
+			for range rng.IntN(6) {
+				name := names[rng.IntN(len(names))]
+				var decoded string
+				require.NoError(t, json.Unmarshal([]byte(`"`+name+`"`), &decoded))
+				if used[decoded] {
+					continue
+				}
+				used[decoded] = true
+				parts = append(parts, sp()+`"`+name+`"`+sp()+":"+sp()+value(depth+1)+sp())
+			}
+			return "{" + strings.Join(parts, ",") + sp() + "}"
+		case k < 4 && depth < 8:
+			var parts []string
+			for range rng.IntN(5) {
+				parts = append(parts, sp()+value(depth+1)+sp())
+			}
+			return "[" + strings.Join(parts, ",") + sp() + "]"
+		case k == 4:
+			return []string{"0", "-1.50", "1e+9", "12345678901234567890"}[rng.IntN(4)]
+		case k == 5:
+			return []string{"true", "false", "null"}[rng.IntN(3)]
+		default:
+			return `"` + names[rng.IntN(len(names))] + `"`
+		}
+	}
+	for range 3000 {
+		doc := value(0)
+		if doc[0] != '{' {
+			continue
+		}
+		got, err := CanonicalJSON([]byte(doc))
+		require.NoError(t, err, doc)
+		want, err := referenceCanonicalJSON([]byte(doc))
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(got), doc)
+	}
+
+	// Deep nesting, every level out of order: each byte still moves once.
+	var deep strings.Builder
+	for range 2000 {
+		deep.WriteString(`{"b":[0,{"d":1,"c":2}],"a":`)
+	}
+	deep.WriteString("1" + strings.Repeat("}", 2000))
+	got, err := CanonicalJSON([]byte(deep.String()))
+	require.NoError(t, err)
+	want, err := referenceCanonicalJSON([]byte(deep.String()))
+	require.NoError(t, err)
+	require.Equal(t, string(want), string(got))
 }
 
 func BenchmarkKeyAndFingerprint1KiB(b *testing.B) {
@@ -324,6 +394,8 @@ func FuzzCanonicalJSON(f *testing.F) {
 			require.False(t, utf8.Valid(in))
 		case strings.Contains(msg, "lone UTF-16 surrogate"):
 			require.True(t, hasLoneSurrogate(in))
+		case strings.Contains(msg, "the limit is"):
+			require.Greater(t, len(in), MaxPayloadBytes)
 		default:
 			t.Fatalf("rejected valid JSON %q: %v", in, err)
 		}
