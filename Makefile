@@ -4,7 +4,7 @@ TEMPORAL := $(CURDIR)/bin/temporal
 WORKFLOWCHECK_VERSION := v0.6.0
 WORKFLOWCHECK := $(CURDIR)/bin/workflowcheck
 
-.PHONY: dev test temporal faultlab vet lint
+.PHONY: dev test temporal faultlab vet lint soak histories
 
 ## dev: run Courier locally (dev server with SQLite, web UI, worker, sandbox destinations)
 dev: $(TEMPORAL)
@@ -27,6 +27,14 @@ $(WORKFLOWCHECK):
 ## faultlab: print the seed fault-case report
 faultlab:
 	go run ./cmd/courier faultlab
+
+## soak: chaos soak, 500 deliveries (a few minutes)
+soak: $(TEMPORAL)
+	go run ./cmd/courier soak
+
+## histories: re-record the replay histories (only when a fault case changes)
+histories: $(TEMPORAL)
+	go run ./testsuite/record
 
 ## temporal: build the pinned Temporal CLI into bin/
 temporal: $(TEMPORAL)
