@@ -19,7 +19,7 @@ vet:
 
 ## lint: workflowcheck, the SDK's static check that workflow code is deterministic
 lint: $(WORKFLOWCHECK)
-	$(WORKFLOWCHECK) ./workflows/...
+	$(WORKFLOWCHECK) ./workflows/... ./worker/...
 
 $(WORKFLOWCHECK):
 	GOBIN=$(CURDIR)/bin go install go.temporal.io/sdk/contrib/tools/workflowcheck@$(WORKFLOWCHECK_VERSION)
