@@ -57,15 +57,8 @@ import (
 // CLI) is rejected by the workflow before any attempt. A refusal consumes
 // nothing: the same operation delivers afterwards with a good payload.
 func TestBadStarts(t *testing.T) {
-	lab := newLab(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	env, err := NewEnv(t.TempDir())
-	require.NoError(t, err)
-	defer env.Close()
-	stop, err := lab.startWorker(env)
-	require.NoError(t, err)
-	defer stop()
+	ctx, lab, env := realTest(t, 3*time.Minute)
+	lab.withWorker(t, env)
 	st := starter.New(lab.Client)
 
 	long := strings.Repeat("x", workflows.MaxFieldBytes+1)
@@ -285,15 +278,8 @@ func TestBadDestinationsFiles(t *testing.T) {
 // good signal twice acts once, and a review of the closed delivery is
 // refused. The destination holds one effect throughout.
 func TestBadReviews(t *testing.T) {
-	lab := newLab(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	env, err := NewEnv(t.TempDir())
-	require.NoError(t, err)
-	defer env.Close()
-	stop, err := lab.startWorker(env)
-	require.NoError(t, err)
-	defer stop()
+	ctx, lab, env := realTest(t, 2*time.Minute)
+	lab.withWorker(t, env)
 	st := starter.New(lab.Client)
 
 	id := "bad-review-" + lab.RunID

@@ -85,6 +85,27 @@ func newLab(t *testing.T) *RealLab {
 	}
 }
 
+// realTest is one real-server test's fixture: the shared dev server, fresh
+// destinations, and a bound on the test's time.
+func realTest(t *testing.T, timeout time.Duration) (context.Context, *RealLab, *Env) {
+	t.Helper()
+	lab := newLab(t)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	env, err := NewEnv(t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(env.Close)
+	return ctx, lab, env
+}
+
+// withWorker runs an in-process Courier worker for env until the test ends.
+func (l *RealLab) withWorker(t *testing.T, env *Env) {
+	t.Helper()
+	stop, err := l.startWorker(env)
+	require.NoError(t, err)
+	t.Cleanup(stop)
+}
+
 // TestRealSeeds runs every seed case, the real-only ones included, against
 // the real dev server, real destinations and real processes.
 func TestRealSeeds(t *testing.T) {
@@ -107,15 +128,8 @@ func TestRealSeeds(t *testing.T) {
 // TestRealReviewByUpdate: a delivery parked for review is resolved through
 // the validated update; a malformed decision is refused and changes nothing.
 func TestRealReviewByUpdate(t *testing.T) {
-	lab := newLab(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	env, err := NewEnv(t.TempDir())
-	require.NoError(t, err)
-	defer env.Close()
-	stop, err := lab.startWorker(env)
-	require.NoError(t, err)
-	defer stop()
+	ctx, lab, env := realTest(t, 2*time.Minute)
+	lab.withWorker(t, env)
 
 	rd := &Real{Starter: starter.New(lab.Client), Temporal: lab.Client, lab: lab}
 	id := "review-update-" + lab.RunID

@@ -34,12 +34,7 @@ import (
 // appears nowhere in the delivery's history: not in its raw event bytes,
 // not base64-encoded either.
 func TestSecretNotInHistory(t *testing.T) {
-	lab := newLab(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	env, err := NewEnv(t.TempDir())
-	require.NoError(t, err)
-	defer env.Close()
+	ctx, lab, env := realTest(t, 2*time.Minute)
 
 	secret := "courier-test-token-" + uuid.NewString()
 	t.Setenv("COURIER_TEST_HELPDESK_TOKEN", secret)
@@ -88,15 +83,10 @@ func TestSecretNotInHistory(t *testing.T) {
 // appears nowhere in history, the worker still delivers it, and the result
 // decodes with the key (and only with it).
 func TestEncryptedHistory(t *testing.T) {
-	lab := newLab(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	env, err := NewEnv(t.TempDir())
-	require.NoError(t, err)
-	defer env.Close()
+	ctx, lab, env := realTest(t, 2*time.Minute)
 
 	key := make([]byte, 32)
-	_, err = rand.Read(key)
+	_, err := rand.Read(key)
 	require.NoError(t, err)
 	t.Setenv(codec.EnvKeyFile, "")
 	t.Setenv(codec.EnvKey, base64.StdEncoding.EncodeToString(key))
