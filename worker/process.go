@@ -117,7 +117,7 @@ func StartProcess(ctx context.Context, o ProcessOptions) (_ *Process, err error)
 	}
 	p.checkSearchAttributes(ctx, co.Namespace)
 
-	wo := o.Worker
+	wo := WithDefaultPollers(o.Worker)
 	wo.Interceptors = append([]interceptor.WorkerInterceptor{Interceptor()}, wo.Interceptors...)
 	if wo.WorkerStopTimeout == 0 {
 		wo.WorkerStopTimeout = DefaultStopTimeout
@@ -149,6 +149,25 @@ func StartProcess(ctx context.Context, o ProcessOptions) (_ *Process, err error)
 	logger.Info("courier worker running", "temporal", co.HostPort, "namespace", co.Namespace,
 		"task_queue", workflows.TaskQueue, "destinations", o.Config.Names(), "metrics", p.addr)
 	return p, nil
+}
+
+// DefaultPollers is how many pollers a worker runs per task queue when its
+// options set none. With the SDK's two, a burst of tasks finds no poller
+// waiting and the server writes each to the queue's backlog to read it back
+// later: on the dev server with 16 deliveries in flight, 8 pollers took p99
+// latency from about 3 s to 1.4 s and throughput from about 13 to 17 a
+// second (courier bench), for the bare workflow and Courier alike.
+const DefaultPollers = 8
+
+// WithDefaultPollers sets DefaultPollers where o leaves the pollers unset.
+func WithDefaultPollers(o sdkworker.Options) sdkworker.Options {
+	if o.MaxConcurrentWorkflowTaskPollers == 0 && o.WorkflowTaskPollerBehavior == nil {
+		o.MaxConcurrentWorkflowTaskPollers = DefaultPollers
+	}
+	if o.MaxConcurrentActivityTaskPollers == 0 && o.ActivityTaskPollerBehavior == nil {
+		o.MaxConcurrentActivityTaskPollers = DefaultPollers
+	}
+	return o
 }
 
 func (p *Process) listenMetrics(addr string) error {
