@@ -27,14 +27,15 @@ import (
 type Client struct {
 	c  client.Client
 	dc converter.DataConverter
-	// PollInterval is how often a waiting Deliver checks whether the delivery
-	// stopped for review.
+	// PollInterval is when a waiting Deliver first checks whether the
+	// delivery stopped for review; later checks back off to 10s. Every check
+	// costs the server a request, and a review waits for a person anyway.
 	PollInterval time.Duration
 }
 
 // New wraps a connected Temporal client.
 func New(c client.Client, opts ...Option) *Client {
-	s := &Client{c: c, dc: converter.GetDefaultDataConverter(), PollInterval: 500 * time.Millisecond}
+	s := &Client{c: c, dc: converter.GetDefaultDataConverter(), PollInterval: 2 * time.Second}
 	for _, o := range opts {
 		o(s)
 	}
@@ -205,7 +206,7 @@ func (s *Client) Deliver(ctx context.Context, in workflows.DeliveryInput) (workf
 	if err != nil {
 		return workflows.DeliveryStatus{}, err
 	}
-	st, err := s.Wait(ctx, h.Key)
+	st, err := s.wait(ctx, h.Key, false)
 	if err != nil {
 		return st, err
 	}
@@ -221,6 +222,18 @@ func (s *Client) Deliver(ctx context.Context, in workflows.DeliveryInput) (workf
 
 // Wait waits for the delivery with this key to finish or to stop for review.
 func (s *Client) Wait(ctx context.Context, key string) (workflows.DeliveryStatus, error) {
+	return s.wait(ctx, key, true)
+}
+
+// maxPollInterval caps the backoff of a waiting Deliver's checks.
+const maxPollInterval = 10 * time.Second
+
+// wait waits for the result, checking now and then whether the delivery
+// parked for review. withOperation asks a finished delivery for its
+// operation, a query a worker answers by replaying the history; Deliver
+// knows the operation and skips it (in a storm of joiners, those replays
+// were most of the wait).
+func (s *Client) wait(ctx context.Context, key string, withOperation bool) (workflows.DeliveryStatus, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type result struct {
@@ -233,32 +246,58 @@ func (s *Client) Wait(ctx context.Context, key string) (workflows.DeliveryStatus
 		r.err = s.c.GetWorkflow(ctx, workflows.WorkflowID(key), "").Get(ctx, &r.res)
 		done <- r
 	}()
-	tick := time.NewTicker(s.PollInterval)
-	defer tick.Stop()
+	interval := s.PollInterval
+	poll := time.NewTimer(interval)
+	defer poll.Stop()
 	for {
 		select {
 		case r := <-done:
 			if r.err != nil {
 				return workflows.DeliveryStatus{}, notFound(key, r.err)
 			}
-			// The status query adds the operation to the result; bounded,
-			// because a finished delivery answers it only while a worker runs.
-			qctx, qcancel := context.WithTimeout(ctx, 2*time.Second)
-			st, err := s.Status(qctx, key)
-			qcancel()
-			if err == nil && st.Status == r.res.Status {
-				return st, nil
+			if withOperation {
+				// Bounded, because a finished delivery answers it only while
+				// a worker runs.
+				qctx, qcancel := context.WithTimeout(ctx, 2*time.Second)
+				st, err := s.Status(qctx, key)
+				qcancel()
+				if err == nil && st.Status == r.res.Status {
+					return st, nil
+				}
 			}
 			return workflows.DeliveryStatus{State: workflows.State(r.res.Status), DeliveryResult: r.res}, nil
-		case <-tick.C:
-			st, err := s.Status(ctx, key)
-			if err == nil && st.State == workflows.StateAwaitingReview {
-				return st, nil
+		case <-poll.C:
+			if s.mayBeParked(ctx, key) {
+				st, err := s.Status(ctx, key)
+				if err == nil && st.State == workflows.StateAwaitingReview {
+					return st, nil
+				}
 			}
+			// Backing off: a long wait does not cost a request every interval.
+			interval = min(2*interval, max(maxPollInterval, s.PollInterval))
+			poll.Reset(interval)
 		case <-ctx.Done():
 			return workflows.DeliveryStatus{}, ctx.Err()
 		}
 	}
+}
+
+// mayBeParked reads the CourierState search attribute, which the workflow
+// upserts when it parks. DescribeWorkflowExecution answers from the
+// execution's own record with no worker involved, unlike the status query,
+// so a check costs the server little. (A delivery a reviewer sent back to
+// retry still shows awaiting_review there: the status query decides.)
+func (s *Client) mayBeParked(ctx context.Context, key string) bool {
+	desc, err := s.c.DescribeWorkflowExecution(ctx, workflows.WorkflowID(key), "")
+	if err != nil {
+		return true // let the status query say
+	}
+	p := desc.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()[workflows.SAState.GetName()]
+	var state string
+	if p == nil || converter.GetDefaultDataConverter().FromPayload(p, &state) != nil {
+		return true
+	}
+	return state == string(workflows.StateAwaitingReview)
 }
 
 // Status returns the delivery's current status (running or finished).
