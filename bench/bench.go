@@ -72,6 +72,8 @@ type Options struct {
 	Storm int
 	// Parked is how many deliveries are parked for review, then resolved.
 	Parked int
+	// Smoke shrinks what has no other knob (history samples).
+	Smoke bool
 
 	// WorkerExe is the binary started as the worker subprocess (with
 	// EnvWorker set); empty is this process's own binary.
@@ -133,6 +135,7 @@ func Smoke(o Options) Options {
 	o.Warmup = -1
 	o.Storm = 8
 	o.Parked = 10
+	o.Smoke = true
 	return o
 }
 

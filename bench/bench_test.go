@@ -72,6 +72,9 @@ func TestSmoke(t *testing.T) {
 		require.Len(t, h.Types, h.Events)
 		require.Equal(t, "WorkflowExecutionStarted", h.Types[0])
 		require.Equal(t, "WorkflowExecutionCompleted", h.Types[len(h.Types)-1])
+		require.Positive(t, h.Timings.Caller)
+		require.Positive(t, h.Timings.Server)
+		require.Positive(t, h.Timings.Activity)
 	}
 
 	require.NotNil(t, rep.Storm)
@@ -80,6 +83,9 @@ func TestSmoke(t *testing.T) {
 	require.Equal(t, 1, rep.Storm.Effects)
 	require.Positive(t, rep.Storm.Seconds)
 	require.Positive(t, rep.Storm.ReferenceP50ms)
+	require.Positive(t, rep.Storm.BareSeconds)
+	require.Positive(t, rep.Storm.BareReferenceP50ms)
+	require.Positive(t, rep.Storm.ClosedMs)
 
 	p := rep.Parked
 	require.NotNil(t, p)

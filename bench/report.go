@@ -42,10 +42,7 @@ func targets(rep Report, o Options) []Target {
 			float64(h.Events), h.Events > 0 && h.Events <= maxHistoryEvents)
 	}
 	if s := rep.Storm; s != nil {
-		ratio := 0.0
-		if s.ReferenceP50ms > 0 {
-			ratio = s.Seconds * 1000 / s.ReferenceP50ms
-		}
+		ratio := div(s.Seconds*1000, s.ReferenceP50ms)
 		answered := 0
 		for _, n := range s.Statuses {
 			answered += n
@@ -72,6 +69,13 @@ func targets(rep Report, o Options) []Target {
 			k.NsPerOp, k.Error == "" && k.NsPerOp <= maxKeyFingerprintNs)
 	}
 	return ts
+}
+
+func div(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
 }
 
 // round keeps three decimals: enough to compare commits, short to read.
@@ -124,17 +128,32 @@ func (r Report) Markdown(w io.Writer) {
 		p("| side | events | event types |")
 		p("|---|---:|---|")
 		for _, h := range r.History {
-			p("| %s | %d | %s |", h.Side, h.Events, strings.Join(shortTypes(h.Types), ", "))
+			p("| %s | %d | %s |", h.Side, h.Events, strings.Join(h.Types, ", "))
+		}
+		p("")
+		p("Where one workflow's time goes, one at a time (medians of %d, ms, from the recorded event times):", r.History[0].Samples)
+		p("")
+		p("| side | caller | server run | 1st task wait | 1st task | activity wait | activity | 2nd task wait | 2nd task | caller overhead |")
+		p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+		for _, h := range r.History {
+			t := h.Timings
+			p("| %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f |", h.Side, t.Caller, t.Server,
+				t.FirstTaskWait, t.FirstTask, t.ActivityWait, t.Activity, t.LastTaskWait, t.LastTask, t.CallerOverhead)
 		}
 	}
 	if st := r.Storm; st != nil {
 		p("")
 		p("### Duplicate storm")
 		p("")
-		p("| callers | all answered in | one delivery's p50 | statuses | errors | effects |")
-		p("|---:|---:|---:|---|---:|---:|")
-		p("| %d | %.0f ms | %.0f ms | %s | %d | %d |", st.Callers, st.Seconds*1000, st.ReferenceP50ms,
-			statuses(st.Statuses), st.Errors, st.Effects)
+		p("| callers | all answered in | one delivery's p50 | ratio | statuses | errors | effects | delivery closed at | answers first / median |")
+		p("|---:|---:|---:|---:|---|---:|---:|---:|---|")
+		p("| %d | %.0f ms | %.0f ms | %.2f | %s | %d | %d | %.0f ms | %.0f / %.0f ms |", st.Callers, st.Seconds*1000,
+			st.ReferenceP50ms, div(st.Seconds*1000, st.ReferenceP50ms), statuses(st.Statuses), st.Errors, st.Effects,
+			st.ClosedMs, st.FirstAnswerMs, st.MedianAnswerMs)
+		p("")
+		p("Temporal's own storm, the same callers starting one bare workflow ID and waiting for it: %.0f ms, "+
+			"%.2f × one bare workflow's p50 (%.0f ms).", st.BareSeconds*1000, div(st.BareSeconds*1000, st.BareReferenceP50ms),
+			st.BareReferenceP50ms)
 	}
 	if pk := r.Parked; pk != nil {
 		p("")
@@ -176,15 +195,6 @@ func (r Report) Markdown(w io.Writer) {
 			p("%s at concurrency %d: %d errors, first: %s", t.Side, t.Concurrency, t.Errors, t.FirstError)
 		}
 	}
-}
-
-// shortTypes drops the EVENT_TYPE_ prefix.
-func shortTypes(types []string) []string {
-	out := make([]string, 0, len(types))
-	for _, t := range types {
-		out = append(out, strings.TrimPrefix(t, "EVENT_TYPE_"))
-	}
-	return out
 }
 
 func statuses(m map[string]int) string {

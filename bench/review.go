@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
 
 	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/workflows"
@@ -28,64 +29,121 @@ type StormResult struct {
 	FirstError     string         `json:"first_error,omitempty"`
 	// Effects the destination stored for the operation.
 	Effects int `json:"effects"`
+	// Where the time went, in milliseconds from the storm's start: the
+	// delivery's recorded start and close, and the callers' answers.
+	ClosedMs       float64 `json:"closed_ms"`
+	FirstAnswerMs  float64 `json:"first_answer_ms"`
+	MedianAnswerMs float64 `json:"median_answer_ms"`
+	// Bare is Temporal's own storm on the same server: as many callers
+	// start one bare workflow ID (joining the running one, no error) and
+	// wait for its result; BareReferenceP50ms is one bare workflow's p50.
+	BareSeconds        float64 `json:"bare_seconds"`
+	BareReferenceP50ms float64 `json:"bare_reference_p50_ms"`
 }
 
-// referenceRuns is how many one-at-a-time deliveries give the storm's
+// referenceRuns is how many one-at-a-time workflows give a storm's
 // reference latency.
 const referenceRuns = 15
 
 // storm starts the same operation from many callers at once through
-// starter.Deliver, and counts the effects the sandbox stored.
+// starter.Deliver and counts the effects the sandbox stored; then does the
+// same with the bare workflow, for the ceiling.
 func (r *runner) storm(ctx context.Context) (StormResult, error) {
 	o := r.opts
 	res := StormResult{Callers: o.Storm, Statuses: map[string]int{}}
-	o.progress("duplicate storm: reference latency (%d deliveries one at a time)", referenceRuns)
-	ref := closedLoop(ctx, 1, 0, referenceRuns, &r.seq, r.deliver(DestKey, SideKey))
-	if ref.firstErr != nil {
-		return res, fmt.Errorf("storm reference: %w", ref.firstErr)
+	o.progress("duplicate storm: reference latencies (%d workflows of each side, one at a time)", referenceRuns)
+	p50 := func(do op) (float64, error) {
+		ref := closedLoop(ctx, 1, 0, referenceRuns, &r.seq, do)
+		if ref.firstErr != nil {
+			return 0, fmt.Errorf("storm reference: %w", ref.firstErr)
+		}
+		slices.Sort(ref.latencies)
+		return ms(quantile(ref.latencies, 0.5)), nil
 	}
-	slices.Sort(ref.latencies)
-	res.ReferenceP50ms = ms(quantile(ref.latencies, 0.5))
+	var err error
+	if res.ReferenceP50ms, err = p50(r.deliver(DestKey, SideKey)); err != nil {
+		return res, err
+	}
+	if res.BareReferenceP50ms, err = p50(r.bare); err != nil {
+		return res, err
+	}
 
-	o.progress("duplicate storm: %d callers start one operation at once", o.Storm)
+	o.progress("duplicate storm: %d callers deliver one operation at once", o.Storm)
 	in := r.input(DestKey, "storm", r.seq.Add(1))
-	var (
-		mu   sync.Mutex
-		wg   sync.WaitGroup
-		last time.Time
-	)
-	ctx, cancel := context.WithTimeout(ctx, opTimeout)
-	defer cancel()
-	gate := make(chan struct{})
-	for range o.Storm {
-		wg.Go(func() {
-			<-gate
-			st, err := r.starter.Deliver(ctx, in)
-			now := time.Now()
-			mu.Lock()
-			defer mu.Unlock()
-			last = now
-			if err != nil {
-				res.Errors++
-				if res.FirstError == "" {
-					res.FirstError = err.Error()
-				}
-				return
+	var mu sync.Mutex
+	answers, start := stampede(ctx, o.Storm, func(ctx context.Context) {
+		st, err := r.starter.Deliver(ctx, in)
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			res.Errors++
+			if res.FirstError == "" {
+				res.FirstError = err.Error()
 			}
-			res.Statuses[string(st.Status)]++
-		})
+			return
+		}
+		res.Statuses[string(st.Status)]++
+	})
+	res.Seconds = answers[len(answers)-1].Seconds()
+	res.FirstAnswerMs, res.MedianAnswerMs = ms(answers[0]), ms(quantile(answers, 0.5))
+	if events, err := r.events(ctx, workflows.WorkflowID(workflows.Key(in.Operation))); err == nil && len(events) > 0 {
+		res.ClosedMs = ms(events[len(events)-1].GetEventTime().AsTime().Sub(start))
 	}
-	start := time.Now()
-	close(gate)
-	wg.Wait()
-	res.Seconds = last.Sub(start).Seconds()
-
 	n, err := r.effects(sandboxPath(DestKey), map[string]bool{in.BusinessID: true})
 	if err != nil {
 		return res, err
 	}
 	res.Effects = n[in.BusinessID]
+
+	o.progress("duplicate storm: %d callers start one bare workflow at once", o.Storm)
+	bareIn := r.input(DestKey, SideBare, r.seq.Add(1))
+	id := bareID(r.runID, r.seq.Add(1))
+	var bareErrs errorList
+	answers, _ = stampede(ctx, o.Storm, func(ctx context.Context) {
+		run, err := r.st.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: BareTaskQueue},
+			BareWorkflowType, bareIn)
+		if err == nil {
+			var out string
+			err = run.Get(ctx, &out)
+		}
+		if err != nil {
+			bareErrs.add(err)
+		}
+	})
+	if _, first := bareErrs.summary(); first != "" {
+		return res, fmt.Errorf("bare storm: %s", first)
+	}
+	res.BareSeconds = answers[len(answers)-1].Seconds()
 	return res, nil
+}
+
+// stampede runs n callers released at once and returns when each answered,
+// sorted, and when they were released.
+func stampede(ctx context.Context, n int, call func(ctx context.Context)) ([]time.Duration, time.Time) {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	var (
+		mu      sync.Mutex
+		wg      sync.WaitGroup
+		answers []time.Duration
+	)
+	gate := make(chan struct{})
+	var start time.Time // written before the gate opens
+	for range n {
+		wg.Go(func() {
+			<-gate
+			call(ctx)
+			took := time.Since(start)
+			mu.Lock()
+			answers = append(answers, took)
+			mu.Unlock()
+		})
+	}
+	start = time.Now()
+	close(gate)
+	wg.Wait()
+	slices.Sort(answers)
+	return answers, start
 }
 
 // sandboxPath is the sandbox destination behind a bench destination.

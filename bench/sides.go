@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/abde64c9/courier/sandbox"
@@ -181,12 +183,6 @@ func ratios(sums []Summary) []Ratio {
 		}
 		return nil
 	}
-	div := func(a, b float64) float64 {
-		if b == 0 {
-			return 0
-		}
-		return a / b
-	}
 	var out []Ratio
 	for _, s := range sums {
 		if s.Side != SideKey && s.Side != SideUniqueCommit {
@@ -205,19 +201,55 @@ func ratios(sums []Summary) []Ratio {
 	return out
 }
 
-// HistoryCount is the recorded history of one workflow of a side.
+// HistoryCount is the recorded history of a side's workflows, and where a
+// caller's time went, from the event times of a few run one at a time.
 type HistoryCount struct {
 	Side       string   `json:"side"`
 	WorkflowID string   `json:"workflow_id"`
 	Events     int      `json:"events"`
 	Types      []string `json:"event_types"`
+	// Medians in milliseconds over Samples workflows.
+	Samples int     `json:"samples"`
+	Timings Timings `json:"timings_ms"`
 }
 
-// history runs one workflow of each side and counts its recorded events.
+// Timings splits one workflow's latency by its history's event times.
+type Timings struct {
+	// Caller is what the caller waited: start request to answer.
+	Caller float64 `json:"caller"`
+	// Server is the recorded run: workflow started to closed.
+	Server float64 `json:"server"`
+	// FirstTaskWait: started until a worker picked up the first workflow
+	// task; FirstTask: that task on the worker, until its completion.
+	FirstTaskWait float64 `json:"first_task_wait"`
+	FirstTask     float64 `json:"first_task"`
+	// ActivityWait: scheduled until a worker started it; Activity: its run.
+	ActivityWait float64 `json:"activity_wait"`
+	Activity     float64 `json:"activity"`
+	// LastTaskWait and LastTask: the workflow task after the activity.
+	LastTaskWait float64 `json:"last_task_wait"`
+	LastTask     float64 `json:"last_task"`
+	// CallerOverhead is Caller minus Server: the start and result round
+	// trips, and what the starter does around them.
+	CallerOverhead float64 `json:"caller_overhead"`
+}
+
+// historySamples is how many workflows of each side the history phase runs.
+const historySamples = 10
+
+// history runs a few workflows of each side one at a time, interleaved, and
+// reads their recorded histories.
 func (r *runner) history(ctx context.Context) ([]HistoryCount, error) {
-	r.opts.progress("reading one recorded history of each side")
-	var out []HistoryCount
-	for _, s := range []struct {
+	n := historySamples
+	if r.opts.Smoke {
+		n = 2
+	}
+	r.opts.progress("reading the recorded histories of %d workflows of each side, run one at a time", n)
+	type sample struct {
+		id      string
+		latency time.Duration
+	}
+	sides := []struct {
 		side string
 		do   op
 		id   func(seq int64) string
@@ -229,25 +261,119 @@ func (r *runner) history(ctx context.Context) ([]HistoryCount, error) {
 		{SideUniqueCommit, r.deliver(DestUniqueCommit, SideUniqueCommit), func(seq int64) string {
 			return workflows.WorkflowID(workflows.Key(r.input(DestUniqueCommit, SideUniqueCommit, seq).Operation))
 		}},
-	} {
-		seq := r.seq.Add(1)
-		octx, cancel := context.WithTimeout(ctx, opTimeout)
-		err := s.do(octx, seq)
-		cancel()
-		if err != nil {
-			return nil, fmt.Errorf("history: %s: %w", s.side, err)
-		}
-		h := HistoryCount{Side: s.side, WorkflowID: s.id(seq)}
-		it := r.st.client.GetWorkflowHistory(ctx, h.WorkflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-		for it.HasNext() {
-			ev, err := it.Next()
+	}
+	samples := make([][]sample, len(sides))
+	for range n {
+		for i, s := range sides {
+			seq := r.seq.Add(1)
+			octx, cancel := context.WithTimeout(ctx, opTimeout)
+			t0 := time.Now()
+			err := s.do(octx, seq)
+			lat := time.Since(t0)
+			cancel()
 			if err != nil {
-				return nil, fmt.Errorf("history of %s: %w", h.WorkflowID, err)
+				return nil, fmt.Errorf("history: %s: %w", s.side, err)
 			}
-			h.Events++
-			h.Types = append(h.Types, ev.GetEventType().String())
+			samples[i] = append(samples[i], sample{s.id(seq), lat})
 		}
+	}
+	var out []HistoryCount
+	for i, s := range sides {
+		h := HistoryCount{Side: s.side, WorkflowID: samples[i][0].id, Samples: n}
+		var ts []Timings
+		for k, smp := range samples[i] {
+			events, err := r.events(ctx, smp.id)
+			if err != nil {
+				return nil, err
+			}
+			if k == 0 {
+				h.Events = len(events)
+				for _, ev := range events {
+					h.Types = append(h.Types, ev.GetEventType().String())
+				}
+			}
+			ts = append(ts, timings(events, smp.latency))
+		}
+		h.Timings = medianTimings(ts)
 		out = append(out, h)
 	}
 	return out, nil
+}
+
+func (r *runner) events(ctx context.Context, id string) ([]*historypb.HistoryEvent, error) {
+	var events []*historypb.HistoryEvent
+	it := r.st.client.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return nil, fmt.Errorf("history of %s: %w", id, err)
+		}
+		events = append(events, ev)
+	}
+	return events, nil
+}
+
+// timings reads the happy path's event times: started, a workflow task, the
+// activity, a workflow task, closed.
+func timings(events []*historypb.HistoryEvent, caller time.Duration) Timings {
+	find := func(t enumspb.EventType, nth int) time.Time {
+		for _, ev := range events {
+			if ev.GetEventType() == t {
+				if nth--; nth == 0 {
+					return ev.GetEventTime().AsTime()
+				}
+			}
+		}
+		return time.Time{}
+	}
+	span := func(a, b time.Time) float64 {
+		if a.IsZero() || b.IsZero() {
+			return 0
+		}
+		return ms(b.Sub(a))
+	}
+	started := find(enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED, 1)
+	closed := events[len(events)-1].GetEventTime().AsTime()
+	t := Timings{
+		Caller:        ms(caller),
+		Server:        span(started, closed),
+		FirstTaskWait: span(started, find(enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED, 1)),
+		FirstTask: span(find(enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED, 1),
+			find(enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED, 1)),
+		ActivityWait: span(find(enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, 1),
+			find(enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED, 1)),
+		Activity: span(find(enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED, 1),
+			find(enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED, 1)),
+		LastTaskWait: span(find(enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED, 1),
+			find(enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED, 2)),
+		LastTask: span(find(enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED, 2),
+			find(enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED, 2)),
+	}
+	t.CallerOverhead = t.Caller - t.Server
+	return t
+}
+
+func medianTimings(ts []Timings) Timings {
+	med := func(get func(Timings) float64) float64 {
+		v := make([]float64, 0, len(ts))
+		for _, t := range ts {
+			v = append(v, get(t))
+		}
+		slices.Sort(v)
+		if len(v) == 0 {
+			return 0
+		}
+		return v[len(v)/2]
+	}
+	return Timings{
+		Caller:         med(func(t Timings) float64 { return t.Caller }),
+		Server:         med(func(t Timings) float64 { return t.Server }),
+		FirstTaskWait:  med(func(t Timings) float64 { return t.FirstTaskWait }),
+		FirstTask:      med(func(t Timings) float64 { return t.FirstTask }),
+		ActivityWait:   med(func(t Timings) float64 { return t.ActivityWait }),
+		Activity:       med(func(t Timings) float64 { return t.Activity }),
+		LastTaskWait:   med(func(t Timings) float64 { return t.LastTaskWait }),
+		LastTask:       med(func(t Timings) float64 { return t.LastTask }),
+		CallerOverhead: med(func(t Timings) float64 { return t.CallerOverhead }),
+	}
 }

@@ -19,7 +19,6 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/worker"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -89,43 +88,30 @@ func ServeWorker(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c, err := client.DialContext(ctx, opts)
-	if err != nil {
-		return fmt.Errorf("worker: dial %s: %w", opts.HostPort, err)
-	}
-	defer c.Close()
-
-	destCfg := Destinations(cfg.SandboxURL, cfg.LedgerPath)
-	adapters, err := worker.OpenAdapters(destCfg)
+	// Courier's side is the production worker process, interceptor and
+	// metrics included; the bare worker shares its client and options.
+	p, err := worker.StartProcess(ctx, worker.ProcessOptions{
+		Config: Destinations(cfg.SandboxURL, cfg.LedgerPath), Logger: logger, Client: &opts,
+		Worker: WorkerOptions(),
+	})
 	if err != nil {
 		return err
 	}
-	defer adapters.Close()
-	acts := &activities.Activities{Adapters: adapters.ByName}
-
-	workers := worker.New(c, destCfg, acts, WorkerOptions())
-	bare := sdkworker.New(c, BareTaskQueue, WorkerOptions())
+	bare := sdkworker.New(p.Client(), BareTaskQueue, worker.WithDefaultPollers(WorkerOptions()))
 	bare.RegisterWorkflowWithOptions(BareWorkflow, workflow.RegisterOptions{Name: BareWorkflowType})
 	bare.RegisterActivityWithOptions(Noop, activity.RegisterOptions{Name: NoopActivityType})
-	workers = append(workers, bare)
-	for i, w := range workers {
-		if err := w.Start(); err != nil {
-			for _, started := range workers[:i] {
-				started.Stop()
-			}
-			return fmt.Errorf("worker: start: %w", err)
-		}
+	if err := bare.Start(); err != nil {
+		_ = p.Stop()
+		return fmt.Errorf("worker: start the bare worker: %w", err)
 	}
 	fmt.Fprintln(os.Stdout, readyLine)
 	<-ctx.Done()
-	for _, w := range workers {
-		w.Stop()
-	}
-	return nil
+	bare.Stop()
+	return p.Stop()
 }
 
-// WorkerOptions are the options of both sides' workers: the SDK defaults,
-// the same for the ceiling and for Courier.
+// WorkerOptions are the options of both sides' workers, the same for the
+// ceiling and for Courier: what `courier worker` runs with.
 func WorkerOptions() sdkworker.Options { return sdkworker.Options{} }
 
 // clientOptions reads the standard client environment; hostPort, when set,
