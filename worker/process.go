@@ -49,6 +49,9 @@ type ProcessOptions struct {
 	ReviewPoll time.Duration
 	// Worker options for every worker of the process.
 	Worker sdkworker.Options
+	// CacheSize is how many workflows the process keeps in memory between
+	// their tasks; 0 is DefaultCacheSize.
+	CacheSize int
 }
 
 // Process is a running worker process: its Temporal client, its workers
@@ -117,6 +120,12 @@ func StartProcess(ctx context.Context, o ProcessOptions) (_ *Process, err error)
 	}
 	p.checkSearchAttributes(ctx, co.Namespace)
 
+	cache := o.CacheSize
+	if cache <= 0 {
+		cache = DefaultCacheSize
+	}
+	// Process-wide in the SDK: it takes effect before the first worker starts.
+	sdkworker.SetStickyWorkflowCacheSize(cache)
 	wo := WithDefaultPollers(o.Worker)
 	wo.Interceptors = append([]interceptor.WorkerInterceptor{Interceptor()}, wo.Interceptors...)
 	if wo.WorkerStopTimeout == 0 {
@@ -158,6 +167,15 @@ func StartProcess(ctx context.Context, o ProcessOptions) (_ *Process, err error)
 // latency from about 3 s to 1.4 s and throughput from about 13 to 17 a
 // second (courier bench), for the bare workflow and Courier alike.
 const DefaultPollers = 8
+
+// DefaultCacheSize bounds the workflows kept in memory. A parked delivery
+// held there costs about 65 KB of worker memory, and it may wait for a
+// person for days: with the SDK's 10,000, 2,000 parked deliveries took the
+// worker to 163 MB; with 1,000, to 120 MB, and 10,000 stay in bounds. One
+// evicted from the cache is replayed from its short history when its
+// review comes (resolving 2,000 took 72 s instead of 57 s). Deliveries in
+// flight are recent, so they stay cached.
+const DefaultCacheSize = 1000
 
 // WithDefaultPollers sets DefaultPollers where o leaves the pollers unset.
 func WithDefaultPollers(o sdkworker.Options) sdkworker.Options {
