@@ -80,8 +80,9 @@ type Options struct {
 	WorkerExe string
 	// KeepDir keeps the temporary directory (databases) for inspection.
 	KeepDir bool
-	// Logger receives SDK and worker warnings; Log the dev server's and the
-	// worker's output; Progress one line per step. All may be nil.
+	// Logger receives the SDK's warnings; Log the dev server's and the
+	// worker's output (the worker logs at info when Log is set); Progress
+	// one line per step. All may be nil.
 	Logger   *slog.Logger
 	Log      io.Writer
 	Progress io.Writer

@@ -164,6 +164,10 @@ func (r Report) Markdown(w io.Writer) {
 		p("| %d | %d | %.1f s | %d | %.1f s | %d | %d | %d | %.0f / %.0f / %.0f MB |", pk.Deliveries, pk.Parked,
 			pk.ParkSeconds, pk.Resolved, pk.ResolveSeconds, pk.Lost, pk.Effects, pk.ExtraEffects,
 			pk.WorkerRSSIdleMB, pk.WorkerRSSParkedMB, pk.WorkerRSSPeakMB)
+		if pk.Unstored > 0 {
+			p("")
+			p("%d parked without an effect stored (the reviewer retried them), first: %s", pk.Unstored, pk.FirstUnstored)
+		}
 		if pk.FirstError != "" {
 			p("")
 			p("%d errors, first: %s", pk.Errors, pk.FirstError)

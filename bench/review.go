@@ -192,7 +192,8 @@ type ParkedResult struct {
 	// has its final result.
 	ResolveSeconds float64 `json:"resolve_seconds"`
 	// Parked is how many reached awaiting_review; Resolved how many then
-	// ended delivered_by_review; Lost the rest.
+	// ended delivered_by_review (or created, retried by the reviewer); Lost
+	// the rest.
 	Parked   int `json:"parked"`
 	Resolved int `json:"resolved"`
 	Lost     int `json:"lost"`
@@ -207,10 +208,48 @@ type ParkedResult struct {
 	WorkerRSSPeakMB   float64 `json:"worker_rss_peak_mb"`
 	Errors            int     `json:"errors"`
 	FirstError        string  `json:"first_error,omitempty"`
+	// Unstored parked with no effect at the destination: an attempt that
+	// failed otherwise than by the staged hang-up after commit. The bench's
+	// reviewer sends those back to retry.
+	Unstored      int    `json:"unstored"`
+	FirstUnstored string `json:"first_unstored,omitempty"`
 }
 
 // parkConcurrency bounds the starts and reviews in flight.
 const parkConcurrency = 64
+
+// maxReviewRounds bounds the decisions the bench's operator makes for one
+// delivery.
+const maxReviewRounds = 3
+
+// awaitDecision waits until the delivery finished or parked again after a
+// new attempt: a signalled decision may not be acted on yet.
+func (r *runner) awaitDecision(ctx context.Context, key string, attempts int) (workflows.DeliveryStatus, error) {
+	for {
+		st, err := r.starter.Wait(ctx, key)
+		if err != nil {
+			return st, fmt.Errorf("result of %s: %w", key, err)
+		}
+		if st.Status != "" || len(st.Attempts) > attempts {
+			return st, nil
+		}
+	}
+}
+
+// review sends a decision by update (waiting for it to be accepted) or by
+// signal.
+func (r *runner) review(ctx context.Context, key string, d workflows.ReviewDecision, byUpdate bool) error {
+	var err error
+	if byUpdate {
+		_, err = r.starter.Review(ctx, key, d)
+	} else {
+		err = r.st.client.SignalWorkflow(ctx, workflows.WorkflowID(key), "", workflows.SignalReview, d)
+	}
+	if err != nil {
+		return fmt.Errorf("review %s: %w", key, err)
+	}
+	return nil
+}
 
 // parked drives deliveries to the none destination, whose service commits
 // and then hangs up, so each stops in awaiting_review; then resolves them,
@@ -285,8 +324,9 @@ func (r *runner) parked(ctx context.Context) (ParkedResult, error) {
 	if err != nil {
 		return res, err
 	}
-	o.progress("parked reviews: resolving them, half by update and half by signal")
+	o.progress("parked reviews: resolving them as an operator would, half by update and half by signal")
 	var resolved atomic.Int64
+	var unstored errorList
 	start = time.Now()
 	parallel(ctx, n, parkConcurrency, func(ctx context.Context, i int) {
 		ctx, cancel := context.WithTimeout(ctx, opTimeout)
@@ -294,31 +334,50 @@ func (r *runner) parked(ctx context.Context) (ParkedResult, error) {
 		in := inputs[i]
 		key := workflows.Key(in.Operation)
 		found := ticket[in.BusinessID]
-		if found == "" {
-			found = "not-found" // never stored: the count of effects shows it
-		}
-		d := workflows.ReviewDecision{Decision: workflows.DecisionDelivered, Reviewer: "bench",
-			Note: "found in the sandbox", ResourceID: found}
-		var err error
-		if i%2 == 0 {
-			_, err = r.starter.Review(ctx, key, d)
-		} else {
-			err = r.st.client.SignalWorkflow(ctx, workflows.WorkflowID(key), "", workflows.SignalReview, d)
-		}
-		if err != nil {
-			errs.add(fmt.Errorf("review %s: %w", key, err))
+		// An operator checks the destination: the ticket is there, so the
+		// delivery was made; or it is not (the attempt failed some other
+		// way than the staged hang-up), so it may be retried. A retry can
+		// park again on a hang-up staged for an attempt that never came.
+		attempts := 1 // each parked after its first attempt
+		for range maxReviewRounds {
+			d := workflows.ReviewDecision{Decision: workflows.DecisionDelivered, Reviewer: "bench",
+				Note: "found in the sandbox", ResourceID: found}
+			if found == "" {
+				d = workflows.ReviewDecision{Decision: workflows.DecisionRetry, Reviewer: "bench",
+					Note: "not in the sandbox"}
+			}
+			if err := r.review(ctx, key, d, i%2 == 0); err != nil {
+				errs.add(err)
+				return
+			}
+			st, err := r.awaitDecision(ctx, key, attempts)
+			if err != nil {
+				errs.add(err)
+				return
+			}
+			if found == "" && attempts == 1 && len(st.Attempts) > 0 {
+				a := st.Attempts[0]
+				unstored.add(fmt.Errorf("delivery %s parked without a stored effect: attempt %d: %s: %s",
+					key, a.Number, a.Class, a.Error))
+			}
+			switch st.Status {
+			case workflows.StatusDeliveredByReview, workflows.StatusCreated:
+				resolved.Add(1)
+				return
+			case "": // parked again after the retry: look again
+				attempts = len(st.Attempts)
+				_, again, err := r.tickets(sandboxPath(DestNone), map[string]bool{in.BusinessID: true})
+				if err != nil {
+					errs.add(err)
+					return
+				}
+				found = again[in.BusinessID]
+				continue
+			}
+			errs.add(fmt.Errorf("delivery %s ended %s: %s", key, st.Status, st.Error))
 			return
 		}
-		var out workflows.DeliveryResult
-		if err := r.st.client.GetWorkflow(ctx, workflows.WorkflowID(key), "").Get(ctx, &out); err != nil {
-			errs.add(fmt.Errorf("result of %s: %w", key, err))
-			return
-		}
-		if out.Status == workflows.StatusDeliveredByReview {
-			resolved.Add(1)
-		} else {
-			errs.add(fmt.Errorf("delivery %s ended %s, want %s", key, out.Status, workflows.StatusDeliveredByReview))
-		}
+		errs.add(fmt.Errorf("delivery %s still awaiting review after %d decisions", key, maxReviewRounds))
 	})
 	res.ResolveSeconds = time.Since(start).Seconds()
 	res.Resolved = int(resolved.Load())
@@ -333,6 +392,7 @@ func (r *runner) parked(ctx context.Context) (ParkedResult, error) {
 		res.ExtraEffects += max(c-1, 0)
 	}
 	res.Errors, res.FirstError = errs.summary()
+	res.Unstored, res.FirstUnstored = unstored.summary()
 	o.progress("parked reviews: %d/%d resolved in %.1fs, %d effects", res.Resolved, n, res.ResolveSeconds, res.Effects)
 	return res, ctx.Err()
 }

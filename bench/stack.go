@@ -124,7 +124,7 @@ func (s *stack) workerConfig() WorkerConfig {
 	return WorkerConfig{
 		HostPort: s.hostPort, Namespace: s.namespace,
 		SandboxURL: s.sandboxURL, LedgerPath: s.ledgerPath,
-		LogLevel: slog.LevelWarn,
+		LogLevel: s.opts.workerLogLevel(),
 	}
 }
 
@@ -264,3 +264,11 @@ func childPID(comm string) int {
 func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 var selfPID = os.Getpid()
+
+// workerLogLevel is info when the worker's output is shown, else warnings.
+func (o Options) workerLogLevel() slog.Level {
+	if o.Log != io.Discard {
+		return slog.LevelInfo
+	}
+	return slog.LevelWarn
+}
