@@ -88,7 +88,7 @@ type Options struct {
 	Progress io.Writer
 }
 
-// Defaults of the full run: about six minutes on a 2-core machine.
+// Defaults of the full run: about seven minutes on a 2-core machine.
 func (o Options) withDefaults() Options {
 	if len(o.Phases) == 0 {
 		o.Phases = AllPhases
@@ -97,16 +97,16 @@ func (o Options) withDefaults() Options {
 		o.Concurrency = []int{1, 16, 64}
 	}
 	if o.Rounds <= 0 {
-		o.Rounds = 3
+		o.Rounds = 4
 	}
 	if o.Window <= 0 {
-		o.Window = 8 * time.Second
+		o.Window = 6 * time.Second
 	}
 	if o.DirectWindow <= 0 {
 		o.DirectWindow = min(o.Window, 2*time.Second)
 	}
 	if o.Warmup == 0 {
-		o.Warmup = 3 * time.Second
+		o.Warmup = 2 * time.Second
 	}
 	if o.Storm <= 0 {
 		o.Storm = 64

@@ -21,10 +21,11 @@ func runBench(ctx context.Context, args []string) error {
 	}
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
 	asJSON := fs.Bool("json", false, "print one JSON object (figures and targets) instead of Markdown")
+	jsonOut := fs.String("json-out", "", "also write the JSON object to this file")
 	smoke := fs.Bool("smoke", false, "a few seconds of every phase at tiny sizes: checks the command, not the targets")
-	duration := fs.Duration("duration", 0, "how long each side runs per round (default 8s)")
+	duration := fs.Duration("duration", 0, "how long each side runs per round (default 6s)")
 	count := fs.Int("count", 0, "operations per side per round, instead of --duration")
-	rounds := fs.Int("rounds", 0, "interleaved rounds per concurrency (default 3)")
+	rounds := fs.Int("rounds", 0, "interleaved rounds per concurrency (default 4)")
 	conc := fs.String("concurrency", "", "comma-separated concurrencies (default 1,16,64)")
 	parked := fs.Int("parked", 0, "deliveries parked for review and resolved (default 1000)")
 	storm := fs.Int("storm", 0, "callers starting one operation at once (default 64)")
@@ -77,10 +78,18 @@ func runBench(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	raw, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	raw = append(raw, '\n')
+	if *jsonOut != "" {
+		if err := os.WriteFile(*jsonOut, raw, 0o644); err != nil {
+			return err
+		}
+	}
 	if *asJSON {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
+		if _, err := os.Stdout.Write(raw); err != nil {
 			return err
 		}
 	} else {
