@@ -186,7 +186,7 @@ func (r *runner) tickets(dest string, ids map[string]bool) (map[string]int, map[
 type ParkedResult struct {
 	Deliveries int `json:"deliveries"`
 	// ParkSeconds: from the first start until all are awaiting review (as
-	// the visibility store reports it).
+	// the visibility store counts them).
 	ParkSeconds float64 `json:"park_seconds"`
 	// ResolveSeconds: from the first review decision until every delivery
 	// has its final result.
@@ -215,8 +215,12 @@ type ParkedResult struct {
 	FirstUnstored string `json:"first_unstored,omitempty"`
 }
 
-// parkConcurrency bounds the starts and reviews in flight.
-const parkConcurrency = 64
+// parkConcurrency bounds the starts and reviews in flight; parkWindow the
+// deliveries started and not yet parked.
+const (
+	parkConcurrency = 64
+	parkWindow      = 64
+)
 
 // maxReviewRounds bounds the decisions the bench's operator makes for one
 // delivery.
@@ -282,34 +286,50 @@ func (r *runner) parked(ctx context.Context) (ParkedResult, error) {
 		ids[in.BusinessID] = true
 	}
 	var errs errorList
-	o.progress("parked reviews: starting %d deliveries to %q (the service hangs up after each commit)", n, DestNone)
-	start := time.Now()
-	parallel(ctx, n, parkConcurrency, func(ctx context.Context, i int) {
-		ctx, cancel := context.WithTimeout(ctx, opTimeout)
-		defer cancel()
-		if _, err := r.starter.Start(ctx, inputs[i]); err != nil {
-			errs.add(err)
-		}
-	})
-	// Bounded: the server parks about 20 a second here; allow a fifth of that.
-	deadline := time.Now().Add(time.Minute + time.Duration(n)*250*time.Millisecond)
+	o.progress("parked reviews: delivering %d to %q, at most %d unparked at a time (the service hangs up after each commit)",
+		n, DestNone, parkWindow)
+	// Starts are paced by the visibility store's count of parked ones, so
+	// the server works on at most parkWindow deliveries at once while the
+	// parked ones pile up, as when deliveries arrive at the rate they are
+	// handled (not all n at once in the server's task queues).
 	query := fmt.Sprintf("%s = %q AND %s = %q", workflows.SAOperation.GetName(), operation,
 		workflows.SAState.GetName(), workflows.StateAwaitingReview)
-	lastReport := time.Now()
-	for {
+	count := func() (int, error) {
 		resp, err := r.st.client.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Query: query})
 		if err != nil {
-			return res, fmt.Errorf("count parked deliveries: %w", err)
+			return 0, fmt.Errorf("count parked deliveries: %w", err)
 		}
-		res.Parked = int(resp.GetCount())
+		return int(resp.GetCount()), nil
+	}
+	start := time.Now()
+	// Bounded: the server parks 10 to 20 a second here; allow a fifth of that.
+	deadline := start.Add(time.Minute + time.Duration(n)*250*time.Millisecond)
+	lastReport := start
+	started := 0
+	for {
+		var err error
+		if res.Parked, err = count(); err != nil {
+			return res, err
+		}
 		if res.Parked >= n || time.Now().After(deadline) || ctx.Err() != nil {
 			break
 		}
-		if time.Since(lastReport) > 10*time.Second {
-			o.progress("parked reviews: %d/%d parked", res.Parked, n)
+		if more := min(n-started, res.Parked+parkWindow-started); more > 0 {
+			batch := inputs[started : started+more]
+			parallel(ctx, len(batch), parkConcurrency, func(ctx context.Context, i int) {
+				ctx, cancel := context.WithTimeout(ctx, opTimeout)
+				defer cancel()
+				if _, err := r.starter.Start(ctx, batch[i]); err != nil {
+					errs.add(err)
+				}
+			})
+			started += more
+		}
+		if time.Since(lastReport) > 15*time.Second {
+			o.progress("parked reviews: %d/%d parked (%.0fs)", res.Parked, n, time.Since(start).Seconds())
 			lastReport = time.Now()
 		}
-		time.Sleep(250 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond)
 	}
 	res.ParkSeconds = time.Since(start).Seconds()
 	parked, err := readProc(r.st.worker.pid())
