@@ -31,30 +31,16 @@ import (
 
 const historiesDir = "testdata/histories"
 
-// recordedCase is one line of testdata/histories/index.json, written by
-// testsuite/record.
-type recordedCase struct {
-	Seed      string            `json:"seed"`
-	Case      string            `json:"case"`
-	Histories []recordedHistory `json:"histories"`
-}
-
-type recordedHistory struct {
-	File       string `json:"file"`
-	WorkflowID string `json:"workflow_id"`
-	RunID      string `json:"run_id"`
-}
-
 // recordedHistories reads the index and checks that it covers every fault
 // case and names every history in the folder.
-func recordedHistories(t *testing.T) []recordedHistory {
+func recordedHistories(t *testing.T) []RecordedHistory {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(historiesDir, "index.json"))
+	b, err := os.ReadFile(filepath.Join(historiesDir, HistoryIndexFile))
 	require.NoError(t, err, "regenerate with: go run ./testsuite/record")
-	var index []recordedCase
+	var index []RecordedCase
 	require.NoError(t, json.Unmarshal(b, &index))
 	recorded := map[string]bool{}
-	var hs []recordedHistory
+	var hs []RecordedHistory
 	var files []string
 	for _, rc := range index {
 		require.NotEmpty(t, rc.Histories, "case %q has no history", rc.Case)
@@ -71,7 +57,7 @@ func recordedHistories(t *testing.T) []recordedHistory {
 	}
 	onDisk, err := filepath.Glob(filepath.Join(historiesDir, "*.json"))
 	require.NoError(t, err)
-	onDisk = slices.DeleteFunc(onDisk, func(f string) bool { return filepath.Base(f) == "index.json" })
+	onDisk = slices.DeleteFunc(onDisk, func(f string) bool { return filepath.Base(f) == HistoryIndexFile })
 	slices.Sort(onDisk)
 	slices.Sort(files)
 	require.Equal(t, onDisk, files, "index.json and the histories on disk disagree: regenerate them")
@@ -80,7 +66,7 @@ func recordedHistories(t *testing.T) []recordedHistory {
 
 // replay replays one recorded history under its real workflow ID: the
 // replayer's default ID would trip the workflow's own ID check.
-func replay(t *testing.T, r sdkworker.WorkflowReplayer, h recordedHistory, logger sdklog.Logger) error {
+func replay(t *testing.T, r sdkworker.WorkflowReplayer, h RecordedHistory, logger sdklog.Logger) error {
 	t.Helper()
 	f, err := os.Open(h.File)
 	require.NoError(t, err)

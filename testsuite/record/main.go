@@ -93,7 +93,7 @@ func record(ctx context.Context) error {
 		AbandonParked: true,
 	}
 	seen := map[string]bool{}
-	var index []recordedCase
+	var index []testsuite.RecordedCase
 	files := map[string][]byte{}
 	for _, cs := range testsuite.RealCases() {
 		rep, err := lab.Execute(ctx, cs)
@@ -111,7 +111,7 @@ func record(ctx context.Context) error {
 		if len(execs) == 0 {
 			return fmt.Errorf("case %q ran no Delivery workflow", cs.Name)
 		}
-		rc := recordedCase{Seed: cs.Seed, Case: cs.Name}
+		rc := testsuite.RecordedCase{Seed: cs.Seed, Case: cs.Name}
 		for i, e := range execs {
 			b, err := history(ctx, c, e)
 			if err != nil {
@@ -119,7 +119,7 @@ func record(ctx context.Context) error {
 			}
 			name := fileName(cs.Seed, cs.Name, i)
 			files[name] = b
-			rc.Histories = append(rc.Histories, recordedHistory{File: name, WorkflowID: e.id, RunID: e.runID})
+			rc.Histories = append(rc.Histories, testsuite.RecordedHistory{File: name, WorkflowID: e.id, RunID: e.runID})
 		}
 		index = append(index, rc)
 		logger.Warn("recorded", "case", cs.Name, "workflows", len(execs))
@@ -163,24 +163,6 @@ func newExecutions(ctx context.Context, c client.Client, seen map[string]bool) (
 		time.Sleep(time.Second)
 	}
 	return nil, fmt.Errorf("visibility did not settle")
-}
-
-// indexFile lists, per case, the histories it recorded; the replay test
-// reads it to check that every case has its histories.
-const indexFile = "index.json"
-
-type recordedCase struct {
-	Seed      string            `json:"seed"`
-	Case      string            `json:"case"`
-	Histories []recordedHistory `json:"histories"`
-}
-
-// recordedHistory names a history file and its execution: the replayer
-// needs the real workflow ID, which the Delivery workflow checks.
-type recordedHistory struct {
-	File       string `json:"file"`
-	WorkflowID string `json:"workflow_id"`
-	RunID      string `json:"run_id"`
 }
 
 // fileName is the i-th workflow of a case: seed.case-slug[-i].json.
@@ -228,7 +210,7 @@ func history(ctx context.Context, c client.Client, e *workflowExecution) ([]byte
 }
 
 // write replaces the folder's histories with these.
-func write(dir string, files map[string][]byte, index []recordedCase) error {
+func write(dir string, files map[string][]byte, index []testsuite.RecordedCase) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -252,7 +234,7 @@ func write(dir string, files map[string][]byte, index []recordedCase) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, indexFile), append(b, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, testsuite.HistoryIndexFile), append(b, '\n'), 0o644); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "wrote %d histories of %d cases (%d KB) to %s\n",
