@@ -59,10 +59,10 @@ type Options struct {
 	Concurrency []int
 	// Rounds of each side at each concurrency, interleaved.
 	Rounds int
-	// Window each side runs per round (Count, when set, replaces it: that
-	// many operations per side per round).
+	// Window each side is measured per round, after a Lead that is run but
+	// not measured.
 	Window time.Duration
-	Count  int
+	Lead   time.Duration
 	// DirectWindow is the direct side's window: it needs far less time to
 	// give steady figures.
 	DirectWindow time.Duration
@@ -100,7 +100,10 @@ func (o Options) withDefaults() Options {
 		o.Rounds = 4
 	}
 	if o.Window <= 0 {
-		o.Window = 6 * time.Second
+		o.Window = 5 * time.Second
+	}
+	if o.Lead == 0 {
+		o.Lead = time.Second
 	}
 	if o.DirectWindow <= 0 {
 		o.DirectWindow = min(o.Window, 2*time.Second)
@@ -132,6 +135,7 @@ func Smoke(o Options) Options {
 	o.Concurrency = []int{1, 4}
 	o.Rounds = 1
 	o.Window = time.Second
+	o.Lead = -1
 	o.DirectWindow = 500 * time.Millisecond
 	o.Warmup = -1
 	o.Storm = 8
@@ -170,7 +174,7 @@ type Setup struct {
 	Concurrency   []int    `json:"concurrency,omitempty"`
 	Rounds        int      `json:"rounds,omitempty"`
 	WindowSeconds float64  `json:"window_seconds,omitempty"`
-	CountPerRound int      `json:"count_per_round,omitempty"`
+	LeadSeconds   float64  `json:"lead_seconds,omitempty"`
 }
 
 // Target is one target next to its measurement.
@@ -218,11 +222,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	}
 	if o.has(PhaseThroughput) {
 		rep.Setup.Concurrency, rep.Setup.Rounds = o.Concurrency, o.Rounds
-		if o.Count > 0 {
-			rep.Setup.CountPerRound = o.Count
-		} else {
-			rep.Setup.WindowSeconds = o.Window.Seconds()
-		}
+		rep.Setup.WindowSeconds, rep.Setup.LeadSeconds = o.Window.Seconds(), max(o.Lead, 0).Seconds()
 	}
 
 	// The key phase needs no stack, and is timed before anything else loads

@@ -160,3 +160,30 @@ func TestQuantile(t *testing.T) {
 	require.Equal(t, time.Millisecond, quantile(d[:1], 0.99))
 	require.Zero(t, quantile(nil, 0.5))
 }
+
+// Every side must lead a round once and follow every other side once, or
+// the side after the direct POSTs (the one that finds the server rested)
+// would always be the same.
+func TestBalancedOrder(t *testing.T) {
+	for _, n := range []int{2, 4, 6} {
+		first := map[int]int{}
+		follows := map[[2]int]int{}
+		for round := range n {
+			order := balancedOrder(n, round)
+			seen := map[int]bool{}
+			for j, k := range order {
+				require.False(t, seen[k], "n=%d round %d repeats side %d: %v", n, round, k, order)
+				seen[k] = true
+				if j > 0 {
+					follows[[2]int{order[j-1], k}]++
+				}
+			}
+			first[order[0]]++
+		}
+		require.Len(t, first, n, "n=%d: every side leads one round", n)
+		require.Len(t, follows, n*(n-1), "n=%d: every ordered pair is adjacent once", n)
+		for pair, c := range follows {
+			require.Equal(t, 1, c, "n=%d: %v adjacent %d times", n, pair, c)
+		}
+	}
+}

@@ -17,11 +17,15 @@ type op func(ctx context.Context, seq int64) error
 
 // loadResult is one closed-loop run of one side at one concurrency.
 type loadResult struct {
-	elapsed   time.Duration // from the first start to the last answer
+	conc int
+	// latencies of the operations started inside the measured window.
 	latencies []time.Duration
-	errors    int
-	firstErr  error
-	cpu       cpuSplit
+	// ran counts every operation run, lead and tail included, for the CPU
+	// per operation.
+	ran      int
+	errors   int
+	firstErr error
+	cpu      cpuSplit
 }
 
 // cpuSplit is the CPU the run cost each process.
@@ -31,47 +35,57 @@ func (c cpuSplit) add(o cpuSplit) cpuSplit {
 	return cpuSplit{c.server + o.server, c.worker + o.worker, c.bench + o.bench}
 }
 
-// closedLoop keeps conc operations in flight for window (or, with count > 0,
-// runs count operations), then waits for the last to finish, so the next
-// side starts on a quiet server. Throughput is every answer over the time
-// to the last one: with latencies near the window (64 in flight on a slow
-// server), counting only answers inside the window would measure the
-// ramp-up, not the rate.
-func closedLoop(ctx context.Context, conc int, window time.Duration, count int, seq *atomic.Int64, do op) loadResult {
+// closedLoop keeps conc operations in flight: for an unmeasured lead, then
+// for the measured window, then until the last operation started in the
+// window has answered, so every measured operation ran under the full
+// concurrency. It then waits for the rest, so the next side starts on a
+// quiet server.
+//
+// Throughput follows from Little's law: with conc in flight all along,
+// conc / mean latency is the rate at which answers come. Counting answers
+// inside the window instead swings by a third between rounds at 64 in
+// flight, because starts made together come back together, in waves.
+// The lead keeps out the burst of a rested server, which answers its first
+// half second or so about twice as fast as a busy one and would favour
+// whichever side a round starts with.
+func closedLoop(ctx context.Context, conc int, lead, window time.Duration, seq *atomic.Int64, do op) loadResult {
 	var (
-		mu  sync.Mutex
-		res loadResult
-		wg  sync.WaitGroup
-		n   atomic.Int64
+		mu      sync.Mutex
+		res     = loadResult{conc: conc}
+		wg      sync.WaitGroup
+		pending atomic.Int64 // measured operations not answered yet
 	)
-	start := time.Now()
-	end := start.Add(window)
+	from := time.Now().Add(lead)
+	end := from.Add(window)
 	for range conc {
 		wg.Go(func() {
 			for ctx.Err() == nil {
-				if count > 0 {
-					if n.Add(1) > int64(count) {
-						return
-					}
-				} else if !time.Now().Before(end) {
+				t0 := time.Now()
+				measured := !t0.Before(from) && t0.Before(end)
+				if !t0.Before(end) && pending.Load() == 0 {
 					return
 				}
-				t0 := time.Now()
+				if measured {
+					pending.Add(1)
+				}
 				octx, cancel := context.WithTimeout(ctx, opTimeout)
 				err := do(octx, seq.Add(1))
 				cancel()
 				t1 := time.Now()
 				mu.Lock()
+				res.ran++
 				if err != nil {
 					res.errors++
 					if res.firstErr == nil {
 						res.firstErr = err
 					}
-				} else {
+				} else if measured {
 					res.latencies = append(res.latencies, t1.Sub(t0))
 				}
-				res.elapsed = max(res.elapsed, t1.Sub(start))
 				mu.Unlock()
+				if measured {
+					pending.Add(-1)
+				}
 			}
 		})
 	}
@@ -79,25 +93,32 @@ func closedLoop(ctx context.Context, conc int, window time.Duration, count int, 
 	return res
 }
 
+// perSecond is conc / mean latency.
 func (r loadResult) perSecond() float64 {
-	if r.elapsed <= 0 {
+	var sum time.Duration
+	for _, l := range r.latencies {
+		sum += l
+	}
+	if sum <= 0 {
 		return 0
 	}
-	return float64(len(r.latencies)) / r.elapsed.Seconds()
+	return float64(r.conc) * float64(len(r.latencies)) / sum.Seconds()
 }
 
 // Summary is the throughput and latency of one side at one concurrency,
 // over all its rounds.
 type Summary struct {
-	Side        string  `json:"side"`
-	Concurrency int     `json:"concurrency"`
-	Ops         int     `json:"ops"`
-	PerSecond   float64 `json:"per_second"`
-	P50ms       float64 `json:"p50_ms"`
-	P95ms       float64 `json:"p95_ms"`
-	P99ms       float64 `json:"p99_ms"`
-	Errors      int     `json:"errors"`
-	FirstError  string  `json:"first_error,omitempty"`
+	Side        string `json:"side"`
+	Concurrency int    `json:"concurrency"`
+	// Ops is the operations started in the measured windows: the latency
+	// samples. PerSecond is the concurrency over their mean latency.
+	Ops        int     `json:"ops"`
+	PerSecond  float64 `json:"per_second"`
+	P50ms      float64 `json:"p50_ms"`
+	P95ms      float64 `json:"p95_ms"`
+	P99ms      float64 `json:"p99_ms"`
+	Errors     int     `json:"errors"`
+	FirstError string  `json:"first_error,omitempty"`
 	// CPU milliseconds per operation, by process (server is 0 when the
 	// server is not the benchmark's own).
 	CPUms struct {
@@ -109,11 +130,13 @@ type Summary struct {
 
 func summarize(side string, conc int, runs []loadResult) Summary {
 	s := Summary{Side: side, Concurrency: conc}
-	var elapsed time.Duration
-	var lat []time.Duration
-	var cpu cpuSplit
+	var (
+		ran int
+		lat []time.Duration
+		cpu cpuSplit
+	)
 	for _, r := range runs {
-		elapsed += r.elapsed
+		ran += r.ran
 		lat = append(lat, r.latencies...)
 		s.Errors += r.errors
 		if s.FirstError == "" && r.firstErr != nil {
@@ -122,13 +145,11 @@ func summarize(side string, conc int, runs []loadResult) Summary {
 		cpu = cpu.add(r.cpu)
 	}
 	s.Ops = len(lat)
-	if elapsed > 0 {
-		s.PerSecond = float64(s.Ops) / elapsed.Seconds()
-	}
+	s.PerSecond = loadResult{conc: conc, latencies: lat}.perSecond()
 	slices.Sort(lat)
 	s.P50ms, s.P95ms, s.P99ms = ms(quantile(lat, 0.50)), ms(quantile(lat, 0.95)), ms(quantile(lat, 0.99))
-	if n := s.Ops + s.Errors; n > 0 {
-		per := func(d time.Duration) float64 { return ms(d) / float64(n) }
+	if ran > 0 {
+		per := func(d time.Duration) float64 { return ms(d) / float64(ran) }
 		s.CPUms.Server, s.CPUms.Worker, s.CPUms.Bench = per(cpu.server), per(cpu.worker), per(cpu.bench)
 	}
 	return s

@@ -99,14 +99,12 @@ func (r Report) Markdown(w io.Writer) {
 	p("%s; worker: %s; %d CPUs; %s; %s; %.0f s.", s.Server, s.Worker, s.CPUs, s.GoVersion,
 		r.Started.Format("2006-01-02 15:04 UTC"), r.Seconds)
 	if len(r.Throughput) > 0 {
-		how := fmt.Sprintf("%.0f s per side per round (direct: less)", s.WindowSeconds)
-		if s.CountPerRound > 0 {
-			how = fmt.Sprintf("%d operations per side per round", s.CountPerRound)
-		}
+		how := fmt.Sprintf("each side measured for %.0f s per round after an unmeasured lead of %.0f s (direct: less)",
+			s.WindowSeconds, s.LeadSeconds)
 		p("")
 		p("### Throughput and latency")
 		p("")
-		p("Closed loop, %d interleaved rounds, %s. CPU is milliseconds per operation by process.", s.Rounds, how)
+		p("Closed loop, %d interleaved rounds in a balanced order, %s. CPU is milliseconds per operation by process.", s.Rounds, how)
 		p("")
 		p("| concurrency | side | ops | ops/s | p50 ms | p95 ms | p99 ms | errors | CPU server | CPU worker | CPU bench |")
 		p("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")

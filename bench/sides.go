@@ -100,17 +100,18 @@ func (r *runner) direct(ctx context.Context, seq int64) error {
 }
 
 type side struct {
-	name   string
-	do     op
-	window time.Duration
+	name         string
+	do           op
+	lead, window time.Duration
 }
 
 func (r *runner) sides() []side {
+	lead := max(r.opts.Lead, 0)
 	return []side{
-		{SideBare, r.bare, r.opts.Window},
-		{SideKey, r.deliver(DestKey, SideKey), r.opts.Window},
-		{SideUniqueCommit, r.deliver(DestUniqueCommit, SideUniqueCommit), r.opts.Window},
-		{SideDirect, r.direct, r.opts.DirectWindow},
+		{SideBare, r.bare, lead, r.opts.Window},
+		{SideKey, r.deliver(DestKey, SideKey), lead, r.opts.Window},
+		{SideUniqueCommit, r.deliver(DestUniqueCommit, SideUniqueCommit), lead, r.opts.Window},
+		{SideDirect, r.direct, 0, r.opts.DirectWindow},
 	}
 }
 
@@ -126,15 +127,18 @@ func (c cpuSplit) since(before cpuSplit) cpuSplit {
 	return cpuSplit{c.server - before.server, c.worker - before.worker, c.bench - before.bench}
 }
 
-// throughput runs every side at every concurrency, in rounds whose order
-// rotates so no side always follows the same one.
+// throughput runs every side at every concurrency, in rounds whose orders
+// form a balanced Latin square: each side comes first once and follows every
+// other side once in every len(sides) rounds. (Rotating one order would not
+// do: the side after direct, the one that finds the server rested, would
+// always be the same.)
 func (r *runner) throughput(ctx context.Context) ([]Summary, error) {
 	o := r.opts
 	sides := r.sides()
 	if o.Warmup > 0 {
 		o.progress("warming up every side (%s each at concurrency 4)", o.Warmup)
 		for _, s := range sides {
-			res := closedLoop(ctx, 4, o.Warmup, 0, &r.seq, s.do)
+			res := closedLoop(ctx, 4, 0, o.Warmup, &r.seq, s.do)
 			if res.firstErr != nil {
 				return nil, fmt.Errorf("warm-up %s: %w", s.name, res.firstErr)
 			}
@@ -144,10 +148,10 @@ func (r *runner) throughput(ctx context.Context) ([]Summary, error) {
 	for _, conc := range o.Concurrency {
 		runs := map[string][]loadResult{}
 		for round := range o.Rounds {
-			for k := range sides {
-				s := sides[(k+round)%len(sides)]
+			for _, k := range balancedOrder(len(sides), round) {
+				s := sides[k]
 				before := r.cpu()
-				res := closedLoop(ctx, conc, s.window, o.Count, &r.seq, s.do)
+				res := closedLoop(ctx, conc, s.lead, s.window, &r.seq, s.do)
 				res.cpu = r.cpu().since(before)
 				if err := ctx.Err(); err != nil {
 					return nil, err
@@ -162,6 +166,26 @@ func (r *runner) throughput(ctx context.Context) ([]Summary, error) {
 		}
 	}
 	return out, nil
+}
+
+// balancedOrder is row round of a Williams design for n sides (n even): the
+// first row is 0, 1, n-1, 2, n-2, ..., and row i adds i to each entry.
+func balancedOrder(n, round int) []int {
+	out := make([]int, n)
+	lo, hi := 1, n-1
+	for j := range n {
+		var v int
+		switch {
+		case j == 0:
+			v = 0
+		case j%2 == 1:
+			v, lo = lo, lo+1
+		default:
+			v, hi = hi, hi-1
+		}
+		out[j] = (v + round) % n
+	}
+	return out
 }
 
 // Ratio compares a Courier side with the bare workflow and the direct POST

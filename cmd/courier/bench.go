@@ -23,8 +23,8 @@ func runBench(ctx context.Context, args []string) error {
 	asJSON := fs.Bool("json", false, "print one JSON object (figures and targets) instead of Markdown")
 	jsonOut := fs.String("json-out", "", "also write the JSON object to this file")
 	smoke := fs.Bool("smoke", false, "a few seconds of every phase at tiny sizes: checks the command, not the targets")
-	duration := fs.Duration("duration", 0, "how long each side runs per round (default 6s)")
-	count := fs.Int("count", 0, "operations per side per round, instead of --duration")
+	duration := fs.Duration("duration", 0, "how long each side runs per round (default 5s)")
+	lead := fs.Duration("lead", 0, "how long each side runs per round before it is measured (default 1s)")
 	rounds := fs.Int("rounds", 0, "interleaved rounds per concurrency (default 4)")
 	conc := fs.String("concurrency", "", "comma-separated concurrencies (default 1,16,64)")
 	parked := fs.Int("parked", 0, "deliveries parked for review and resolved (default 1000)")
@@ -49,7 +49,7 @@ func runBench(ctx context.Context, args []string) error {
 		level = slog.LevelInfo
 	}
 	o := bench.Options{
-		Window: *duration, Count: *count, Rounds: *rounds, Parked: *parked, Storm: *storm, KeepDir: *keep,
+		Window: *duration, Lead: *lead, Rounds: *rounds, Parked: *parked, Storm: *storm, KeepDir: *keep,
 		Logger:   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
 		Progress: os.Stderr,
 	}
