@@ -72,6 +72,9 @@ type Options struct {
 	Storm int
 	// Parked is how many deliveries are parked for review, then resolved.
 	Parked int
+	// KeyRuns is how many runs of the key + fingerprint benchmark give
+	// its median.
+	KeyRuns int
 	// Smoke shrinks what has no other knob (history samples).
 	Smoke bool
 
@@ -117,6 +120,9 @@ func (o Options) withDefaults() Options {
 	if o.Parked <= 0 {
 		o.Parked = 1000
 	}
+	if o.KeyRuns <= 0 {
+		o.KeyRuns = 5
+	}
 	if o.Logger == nil {
 		o.Logger = discardLogger()
 	}
@@ -140,6 +146,7 @@ func Smoke(o Options) Options {
 	o.Warmup = -1
 	o.Storm = 8
 	o.Parked = 10
+	o.KeyRuns = 1
 	o.Smoke = true
 	return o
 }
@@ -158,6 +165,7 @@ type Report struct {
 	Throughput     []Summary       `json:"throughput,omitempty"`
 	Ratios         []Ratio         `json:"ratios,omitempty"`
 	History        []HistoryCount  `json:"history,omitempty"`
+	ServerWork     []ServerWork    `json:"server_work,omitempty"`
 	Storm          *StormResult    `json:"storm,omitempty"`
 	Parked         *ParkedResult   `json:"parked,omitempty"`
 	KeyFingerprint *KeyFingerprint `json:"key_fingerprint,omitempty"`
@@ -229,7 +237,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	// the machine.
 	if o.has(PhaseKey) {
 		o.progress("timing key + fingerprint of a 1 KiB payload")
-		kf := measureKeyFingerprint()
+		kf := measureKeyFingerprint(o.KeyRuns)
 		rep.KeyFingerprint = &kf
 	}
 	needStack := false
@@ -269,11 +277,11 @@ func (r *runner) run(ctx context.Context, rep *Report) error {
 		rep.Throughput, rep.Ratios = sums, ratios(sums)
 	}
 	if o.has(PhaseHistory) {
-		h, err := r.history(ctx)
+		h, work, err := r.history(ctx)
 		if err != nil {
 			return err
 		}
-		rep.History = h
+		rep.History, rep.ServerWork = h, work
 	}
 	if o.has(PhaseStorm) {
 		s, err := r.storm(ctx)

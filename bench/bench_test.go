@@ -77,6 +77,15 @@ func TestSmoke(t *testing.T) {
 		require.Positive(t, h.Timings.Activity)
 	}
 
+	// The server's own metrics attribute its database work to each side.
+	require.Len(t, rep.ServerWork, 3)
+	for _, w := range rep.ServerWork {
+		require.Positive(t, w.Requests["history CreateWorkflowExecution"], w.Side)
+		require.Positive(t, w.Requests["visibility RecordWorkflowExecutionClosed"], w.Side)
+		require.GreaterOrEqual(t, w.TotalRequests, w.Requests["history CreateWorkflowExecution"])
+		require.Positive(t, w.DBMs, w.Side)
+	}
+
 	require.NotNil(t, rep.Storm)
 	require.Zero(t, rep.Storm.Errors, rep.Storm.FirstError)
 	require.Equal(t, map[string]int{"created": 1, "duplicate": o.Storm - 1}, rep.Storm.Statuses)
@@ -101,6 +110,7 @@ func TestSmoke(t *testing.T) {
 	require.NotNil(t, rep.KeyFingerprint)
 	require.Empty(t, rep.KeyFingerprint.Error)
 	require.Positive(t, rep.KeyFingerprint.NsPerOp)
+	require.Contains(t, rep.KeyFingerprint.RunsNsPerOp, rep.KeyFingerprint.NsPerOp)
 
 	// The JSON names every target with the four fields callers compare.
 	raw, err := json.Marshal(rep)
@@ -122,7 +132,7 @@ func TestSmoke(t *testing.T) {
 	var md bytes.Buffer
 	rep.Markdown(&md)
 	for _, heading := range []string{"### Throughput and latency", "### History events", "### Duplicate storm",
-		"### Parked reviews", "### Key + fingerprint", "### Targets"} {
+		"What the server asked of its database", "### Parked reviews", "### Key + fingerprint", "### Targets"} {
 		require.Contains(t, md.String(), heading)
 	}
 	t.Log("\n" + md.String())
@@ -185,5 +195,23 @@ func TestBalancedOrder(t *testing.T) {
 		for pair, c := range follows {
 			require.Equal(t, 1, c, "n=%d: %v adjacent %d times", n, pair, c)
 		}
+	}
+}
+
+func TestParseSample(t *testing.T) {
+	name, labels, value, ok := parseSample(`persistence_requests{namespace="default",operation="UpdateWorkflowExecution",service_name="history"} 42`)
+	require.True(t, ok)
+	require.Equal(t, "persistence_requests", name)
+	require.Equal(t, map[string]string{"namespace": "default", "operation": "UpdateWorkflowExecution", "service_name": "history"}, labels)
+	require.InDelta(t, 42, value, 0)
+
+	_, labels, value, ok = parseSample(`x{a="q\"uo,te",b=""} 1.5e-3`)
+	require.True(t, ok)
+	require.Equal(t, map[string]string{"a": `q"uo,te`, "b": ""}, labels)
+	require.InDelta(t, 0.0015, value, 1e-12)
+
+	for _, line := range []string{"", "# HELP x y", "x 1", `x{a="1"}`, `x{a="1"} NaNa`, `x{a="1} 1`} {
+		_, _, _, ok := parseSample(line)
+		require.False(t, ok, line)
 	}
 }

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -139,6 +140,9 @@ func (r Report) Markdown(w io.Writer) {
 				t.FirstTaskWait, t.FirstTask, t.ActivityWait, t.Activity, t.LastTaskWait, t.LastTask, t.CallerOverhead)
 		}
 	}
+	if len(r.ServerWork) > 0 {
+		serverWork(p, r.ServerWork)
+	}
 	if st := r.Storm; st != nil {
 		p("")
 		p("### Duplicate storm")
@@ -171,13 +175,14 @@ func (r Report) Markdown(w io.Writer) {
 			p("%d errors, first: %s", pk.Errors, pk.FirstError)
 		}
 	}
-	if k := r.KeyFingerprint; k != nil {
+	if k := r.KeyFingerprint; k != nil && len(k.RunsNsPerOp) > 0 {
 		p("")
 		p("### Key + fingerprint")
 		p("")
-		p("| payload | ns/op | allocs/op | B/op |")
-		p("|---:|---:|---:|---:|")
-		p("| %d B | %.0f | %d | %d |", k.PayloadBytes, k.NsPerOp, k.AllocsPerOp, k.BytesPerOp)
+		p("| payload | ns/op, median of %d runs | slowest / fastest run | allocs/op | B/op |", len(k.RunsNsPerOp))
+		p("|---:|---:|---:|---:|---:|")
+		p("| %d B | %.0f | %.0f / %.0f | %d | %d |", k.PayloadBytes, k.NsPerOp,
+			slices.Max(k.RunsNsPerOp), slices.Min(k.RunsNsPerOp), k.AllocsPerOp, k.BytesPerOp)
 	}
 	p("")
 	p("### Targets")
@@ -212,4 +217,40 @@ func statuses(m map[string]int) string {
 		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+// serverWork prints the persistence requests per workflow of each side, one
+// row per service and operation.
+func serverWork(p func(string, ...any), work []ServerWork) {
+	p("")
+	p("What the server asked of its database per workflow (requests; from its metrics, %d workflows of each side one at a time):", work[0].Samples)
+	p("")
+	head, rule := "| service operation |", "|---|"
+	var ops []string
+	for _, w := range work {
+		head += " " + w.Side + " |"
+		rule += "---:|"
+		for op := range w.Requests {
+			if !slices.Contains(ops, op) {
+				ops = append(ops, op)
+			}
+		}
+	}
+	slices.Sort(ops)
+	p("%s", head)
+	p("%s", rule)
+	for _, op := range ops {
+		row := "| " + op + " |"
+		for _, w := range work {
+			row += fmt.Sprintf(" %.1f |", w.Requests[op])
+		}
+		p("%s", row)
+	}
+	total, db := "| **total** |", "| **time in persistence, ms** |"
+	for _, w := range work {
+		total += fmt.Sprintf(" **%.1f** |", w.TotalRequests)
+		db += fmt.Sprintf(" %.1f |", w.DBMs)
+	}
+	p("%s", total)
+	p("%s", db)
 }

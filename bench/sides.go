@@ -261,9 +261,26 @@ type Timings struct {
 // historySamples is how many workflows of each side the history phase runs.
 const historySamples = 10
 
-// history runs a few workflows of each side one at a time, interleaved, and
-// reads their recorded histories.
-func (r *runner) history(ctx context.Context) ([]HistoryCount, error) {
+// metricsSettle is how long the server's counters may lag its work: it
+// reports them every second, and closes a workflow's visibility record
+// after the caller has its answer.
+const metricsSettle = 2 * time.Second
+
+// serverCounters reads the server's persistence counters once the work so
+// far shows in them; nil when the server is not the benchmark's own.
+func (r *runner) serverCounters(ctx context.Context) (*serverCounters, error) {
+	if r.st.metricsURL == "" {
+		return nil, nil
+	}
+	time.Sleep(metricsSettle)
+	c, err := scrapeServer(ctx, r.st.metricsURL, r.st.namespace)
+	return &c, err
+}
+
+// history runs n workflows of each side one at a time, a side's batch
+// after the other, and reads their recorded histories. With the server's
+// metrics at hand it also counts what each batch asked of its persistence.
+func (r *runner) history(ctx context.Context) ([]HistoryCount, []ServerWork, error) {
 	n := historySamples
 	if r.opts.Smoke {
 		n = 2
@@ -286,9 +303,23 @@ func (r *runner) history(ctx context.Context) ([]HistoryCount, error) {
 			return workflows.WorkflowID(workflows.Key(r.input(DestUniqueCommit, SideUniqueCommit, seq).Operation))
 		}},
 	}
+	// One of each first, so no batch pays for a task queue's first use.
+	for _, s := range sides {
+		octx, cancel := context.WithTimeout(ctx, opTimeout)
+		err := s.do(octx, r.seq.Add(1))
+		cancel()
+		if err != nil {
+			return nil, nil, fmt.Errorf("history: %s: %w", s.side, err)
+		}
+	}
 	samples := make([][]sample, len(sides))
-	for range n {
-		for i, s := range sides {
+	var work []ServerWork
+	before, err := r.serverCounters(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	for i, s := range sides {
+		for range n {
 			seq := r.seq.Add(1)
 			octx, cancel := context.WithTimeout(ctx, opTimeout)
 			t0 := time.Now()
@@ -296,10 +327,18 @@ func (r *runner) history(ctx context.Context) ([]HistoryCount, error) {
 			lat := time.Since(t0)
 			cancel()
 			if err != nil {
-				return nil, fmt.Errorf("history: %s: %w", s.side, err)
+				return nil, nil, fmt.Errorf("history: %s: %w", s.side, err)
 			}
 			samples[i] = append(samples[i], sample{s.id(seq), lat})
 		}
+		after, err := r.serverCounters(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		if after != nil {
+			work = append(work, after.perWorkflow(*before, s.side, n))
+		}
+		before = after
 	}
 	var out []HistoryCount
 	for i, s := range sides {
@@ -308,7 +347,7 @@ func (r *runner) history(ctx context.Context) ([]HistoryCount, error) {
 		for k, smp := range samples[i] {
 			events, err := r.events(ctx, smp.id)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			if k == 0 {
 				h.Events = len(events)
@@ -321,7 +360,7 @@ func (r *runner) history(ctx context.Context) ([]HistoryCount, error) {
 		h.Timings = medianTimings(ts)
 		out = append(out, h)
 	}
-	return out, nil
+	return out, work, nil
 }
 
 func (r *runner) events(ctx context.Context, id string) ([]*historypb.HistoryEvent, error) {

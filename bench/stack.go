@@ -53,6 +53,8 @@ type stack struct {
 	hostPort  string // empty when the standard environment names the server
 	namespace string
 	serverPID int // 0 when the server is not ours
+	// metricsURL is the server's Prometheus endpoint; empty when not ours.
+	metricsURL string
 
 	sandbox    *sandbox.Server
 	http       *http.Server
@@ -79,8 +81,15 @@ func startStack(ctx context.Context, o Options) (s *stack, err error) {
 	external := os.Getenv("TEMPORAL_ADDRESS") != ""
 	if !external {
 		o.progress("starting the Temporal dev server (SQLite file in %s)", s.dir)
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return s, err
+		}
+		metricsPort := ln.Addr().(*net.TCPAddr).Port
+		_ = ln.Close()
 		srv, err := devserver.Start(ctx, devserver.Options{
 			DBFile:        filepath.Join(s.dir, "temporal.db"),
+			MetricsPort:   metricsPort,
 			Log:           o.Log,
 			ClientOptions: client.Options{Logger: sdkLogger(o.Logger)},
 		})
@@ -91,6 +100,7 @@ func startStack(ctx context.Context, o Options) (s *stack, err error) {
 		srv.Client().Close() // the benchmark dials its own, like any caller
 		s.hostPort, s.namespace = srv.FrontendHostPort(), "default"
 		s.serverPID = childPID("temporal")
+		s.metricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)
 	}
 	copts, err := clientOptions(o.Logger, s.hostPort, s.namespace)
 	if err != nil {

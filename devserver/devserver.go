@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"go.temporal.io/sdk/client"
@@ -118,6 +119,9 @@ type Options struct {
 	// UI enables the web UI, on UIPort (empty: a free port).
 	UI     bool
 	UIPort string
+	// MetricsPort serves the server's Prometheus metrics at /metrics on
+	// loopback; 0 leaves the port to the server.
+	MetricsPort int
 	// Log receives the server's output; nil discards it.
 	Log io.Writer
 	// ClientOptions for the returned client (logger, data converter).
@@ -144,6 +148,10 @@ func Start(ctx context.Context, o Options) (*testsuite.DevServer, error) {
 			return nil, err
 		}
 	}
+	args := DynamicConfigArgs()
+	if o.MetricsPort != 0 {
+		args = append(args, "--metrics-port", strconv.Itoa(o.MetricsPort))
+	}
 	srv, err := testsuite.StartDevServer(ctx, testsuite.DevServerOptions{
 		ExistingPath:     bin,
 		ClientOptions:    &co,
@@ -152,7 +160,7 @@ func Start(ctx context.Context, o Options) (*testsuite.DevServer, error) {
 		UIPort:           o.UIPort,
 		LogLevel:         "error",
 		SearchAttributes: SearchAttributes(),
-		ExtraArgs:        DynamicConfigArgs(),
+		ExtraArgs:        args,
 		Stdout:           log,
 		Stderr:           log,
 	})

@@ -1,0 +1,134 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ServerWork is what the server's persistence did for one workflow of a
+// side, read from the dev server's Prometheus metrics around a batch run one
+// at a time: the figure that shows what Courier asks of Temporal's database
+// beyond the bare workflow, free of the machine's noise.
+type ServerWork struct {
+	Side    string `json:"side"`
+	Samples int    `json:"samples"`
+	// Requests per workflow by "service operation" (visibility as service
+	// "visibility"), and their total.
+	Requests      map[string]float64 `json:"requests"`
+	TotalRequests float64            `json:"total_requests"`
+	// DBMs is the time those requests took per workflow, in milliseconds.
+	DBMs float64 `json:"db_ms"`
+}
+
+// serverCounters are the persistence counters of the workflows' namespace.
+type serverCounters struct {
+	requests map[string]float64
+	seconds  float64
+}
+
+// scrapeServer reads the persistence counters of namespace ns from a
+// Prometheus text endpoint. Shard-level work (task queue reads) is counted
+// under the system namespace and paced by the clock, not by workflows, so
+// it is left out. Visibility counters carry no namespace: they are all
+// taken, which on the benchmark's own server are the workflows'.
+func scrapeServer(ctx context.Context, url, ns string) (serverCounters, error) {
+	c := serverCounters{requests: map[string]float64{}}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return c, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return c, fmt.Errorf("read the server's metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return c, fmt.Errorf("read the server's metrics: HTTP %d", resp.StatusCode)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		name, labels, value, ok := parseSample(sc.Text())
+		if !ok {
+			continue
+		}
+		switch {
+		case name == "visibility_persistence_requests":
+			c.requests["visibility "+labels["operation"]] += value
+		case name == "visibility_persistence_latency_sum":
+			c.seconds += value
+		case labels["namespace"] != ns:
+		case name == "persistence_requests":
+			c.requests[labels["service_name"]+" "+labels["operation"]] += value
+		case name == "persistence_latency_sum":
+			c.seconds += value
+		}
+	}
+	return c, sc.Err()
+}
+
+// perWorkflow is the work between two scrapes, divided among n workflows.
+func (c serverCounters) perWorkflow(before serverCounters, side string, n int) ServerWork {
+	w := ServerWork{Side: side, Samples: n, Requests: map[string]float64{}}
+	for k, v := range c.requests {
+		if d := (v - before.requests[k]) / float64(n); d > 0 {
+			w.Requests[k] = d
+			w.TotalRequests += d
+		}
+	}
+	w.DBMs = (c.seconds - before.seconds) * 1000 / float64(n)
+	return w
+}
+
+// parseSample parses one sample line of the Prometheus text format:
+// name{label="value",...} value. Comments and malformed lines give !ok.
+func parseSample(line string) (name string, labels map[string]string, value float64, ok bool) {
+	if line == "" || line[0] == '#' {
+		return "", nil, 0, false
+	}
+	open := strings.IndexByte(line, '{')
+	closing := strings.LastIndexByte(line, '}')
+	if open < 0 || closing < open {
+		return "", nil, 0, false
+	}
+	name = line[:open]
+	fields := strings.Fields(line[closing+1:])
+	if len(fields) == 0 {
+		return "", nil, 0, false
+	}
+	value, err := strconv.ParseFloat(fields[0], 64)
+	if err != nil {
+		return "", nil, 0, false
+	}
+	labels = map[string]string{}
+	rest := line[open+1 : closing]
+	for rest != "" {
+		eq := strings.Index(rest, `="`)
+		if eq < 0 {
+			return "", nil, 0, false
+		}
+		key := strings.TrimLeft(rest[:eq], ", ")
+		rest = rest[eq+2:]
+		var val strings.Builder
+		i := 0
+		for ; i < len(rest) && rest[i] != '"'; i++ {
+			if rest[i] == '\\' && i+1 < len(rest) {
+				i++
+			}
+			val.WriteByte(rest[i])
+		}
+		if i == len(rest) {
+			return "", nil, 0, false
+		}
+		labels[key] = val.String()
+		rest = rest[i+1:]
+	}
+	return name, labels, value, true
+}
