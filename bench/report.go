@@ -124,10 +124,10 @@ func (r Report) Markdown(w io.Writer) {
 		p("")
 		p("### History events per workflow")
 		p("")
-		p("| side | events | event types |")
-		p("|---|---:|---|")
+		p("| side | events | bytes | event types |")
+		p("|---|---:|---:|---|")
 		for _, h := range r.History {
-			p("| %s | %d | %s |", h.Side, h.Events, strings.Join(h.Types, ", "))
+			p("| %s | %d | %d | %s |", h.Side, h.Events, h.Bytes, strings.Join(h.Types, ", "))
 		}
 		p("")
 		p("Where one workflow's time goes, one at a time (medians of %d, ms, from the recorded event times):", r.History[0].Samples)

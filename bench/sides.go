@@ -13,6 +13,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/workflows"
@@ -232,6 +233,8 @@ type HistoryCount struct {
 	WorkflowID string   `json:"workflow_id"`
 	Events     int      `json:"events"`
 	Types      []string `json:"event_types"`
+	// Bytes is the size of the encoded events.
+	Bytes int `json:"bytes"`
 	// Medians in milliseconds over Samples workflows.
 	Samples int     `json:"samples"`
 	Timings Timings `json:"timings_ms"`
@@ -353,6 +356,7 @@ func (r *runner) history(ctx context.Context) ([]HistoryCount, []ServerWork, err
 				h.Events = len(events)
 				for _, ev := range events {
 					h.Types = append(h.Types, ev.GetEventType().String())
+					h.Bytes += proto.Size(ev)
 				}
 			}
 			ts = append(ts, timings(events, smp.latency))
