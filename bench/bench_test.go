@@ -84,6 +84,8 @@ func TestSmoke(t *testing.T) {
 		require.Positive(t, w.Requests["visibility RecordWorkflowExecutionClosed"], w.Side)
 		require.GreaterOrEqual(t, w.TotalRequests, w.Requests["history CreateWorkflowExecution"])
 		require.Positive(t, w.DBMs, w.Side)
+		require.Positive(t, w.Calls["StartWorkflowExecution"], w.Side)
+		require.GreaterOrEqual(t, w.TotalCalls, w.Calls["StartWorkflowExecution"])
 	}
 
 	require.NotNil(t, rep.Storm)
@@ -132,7 +134,7 @@ func TestSmoke(t *testing.T) {
 	var md bytes.Buffer
 	rep.Markdown(&md)
 	for _, heading := range []string{"### Throughput and latency", "### History events", "### Duplicate storm",
-		"What the server asked of its database", "### Parked reviews", "### Key + fingerprint", "### Targets"} {
+		"What each workflow asked of the server", "### Parked reviews", "### Key + fingerprint", "### Targets"} {
 		require.Contains(t, md.String(), heading)
 	}
 	t.Log("\n" + md.String())

@@ -23,12 +23,16 @@ type ServerWork struct {
 	TotalRequests float64            `json:"total_requests"`
 	// DBMs is the time those requests took per workflow, in milliseconds.
 	DBMs float64 `json:"db_ms"`
+	// Calls per workflow the frontend answered (the callers' and the
+	// workers' round trips), by operation.
+	Calls      map[string]float64 `json:"calls"`
+	TotalCalls float64            `json:"total_calls"`
 }
 
 // serverCounters are the persistence counters of the workflows' namespace.
 type serverCounters struct {
-	requests map[string]float64
-	seconds  float64
+	requests, calls map[string]float64
+	seconds         float64
 }
 
 // scrapeServer reads the persistence counters of namespace ns from a
@@ -37,7 +41,7 @@ type serverCounters struct {
 // it is left out. Visibility counters carry no namespace: they are all
 // taken, which on the benchmark's own server are the workflows'.
 func scrapeServer(ctx context.Context, url, ns string) (serverCounters, error) {
-	c := serverCounters{requests: map[string]float64{}}
+	c := serverCounters{requests: map[string]float64{}, calls: map[string]float64{}}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -69,6 +73,8 @@ func scrapeServer(ctx context.Context, url, ns string) (serverCounters, error) {
 			c.requests[labels["service_name"]+" "+labels["operation"]] += value
 		case name == "persistence_latency_sum":
 			c.seconds += value
+		case name == "service_requests" && labels["service_name"] == "frontend":
+			c.calls[labels["operation"]] += value
 		}
 	}
 	return c, sc.Err()
@@ -76,15 +82,22 @@ func scrapeServer(ctx context.Context, url, ns string) (serverCounters, error) {
 
 // perWorkflow is the work between two scrapes, divided among n workflows.
 func (c serverCounters) perWorkflow(before serverCounters, side string, n int) ServerWork {
-	w := ServerWork{Side: side, Samples: n, Requests: map[string]float64{}}
-	for k, v := range c.requests {
-		if d := (v - before.requests[k]) / float64(n); d > 0 {
-			w.Requests[k] = d
-			w.TotalRequests += d
-		}
-	}
+	w := ServerWork{Side: side, Samples: n}
+	w.Requests, w.TotalRequests = perWorkflow(c.requests, before.requests, n)
+	w.Calls, w.TotalCalls = perWorkflow(c.calls, before.calls, n)
 	w.DBMs = (c.seconds - before.seconds) * 1000 / float64(n)
 	return w
+}
+
+func perWorkflow(after, before map[string]float64, n int) (map[string]float64, float64) {
+	per, total := map[string]float64{}, 0.0
+	for k, v := range after {
+		if d := (v - before[k]) / float64(n); d > 0 {
+			per[k] = d
+			total += d
+		}
+	}
+	return per, total
 }
 
 // parseSample parses one sample line of the Prometheus text format:

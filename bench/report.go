@@ -219,38 +219,49 @@ func statuses(m map[string]int) string {
 	return strings.Join(parts, ", ")
 }
 
-// serverWork prints the persistence requests per workflow of each side, one
-// row per service and operation.
+// serverWork prints, per workflow of each side, the calls the frontend
+// answered and the requests the server made of its database.
 func serverWork(p func(string, ...any), work []ServerWork) {
 	p("")
-	p("What the server asked of its database per workflow (requests; from its metrics, %d workflows of each side one at a time):", work[0].Samples)
+	p("What each workflow asked of the server, one at a time (per workflow, from the server's metrics over %d workflows of each side):", work[0].Samples)
+	countTable(p, "frontend call", work, func(w ServerWork) (map[string]float64, float64) { return w.Calls, w.TotalCalls })
+	countTable(p, "database request", work, func(w ServerWork) (map[string]float64, float64) { return w.Requests, w.TotalRequests })
+	row := "| **time in the database, ms** |"
+	for _, w := range work {
+		row += fmt.Sprintf(" %.1f |", w.DBMs)
+	}
+	p("%s", row)
+}
+
+func countTable(p func(string, ...any), what string, work []ServerWork, counts func(ServerWork) (map[string]float64, float64)) {
 	p("")
-	head, rule := "| service operation |", "|---|"
-	var ops []string
+	head, rule := "| "+what+" |", "|---|"
+	var keys []string
 	for _, w := range work {
 		head += " " + w.Side + " |"
 		rule += "---:|"
-		for op := range w.Requests {
-			if !slices.Contains(ops, op) {
-				ops = append(ops, op)
+		m, _ := counts(w)
+		for k := range m {
+			if !slices.Contains(keys, k) {
+				keys = append(keys, k)
 			}
 		}
 	}
-	slices.Sort(ops)
+	slices.Sort(keys)
 	p("%s", head)
 	p("%s", rule)
-	for _, op := range ops {
-		row := "| " + op + " |"
+	for _, k := range keys {
+		row := "| " + k + " |"
 		for _, w := range work {
-			row += fmt.Sprintf(" %.1f |", w.Requests[op])
+			m, _ := counts(w)
+			row += fmt.Sprintf(" %.1f |", m[k])
 		}
 		p("%s", row)
 	}
-	total, db := "| **total** |", "| **time in persistence, ms** |"
+	row := "| **total** |"
 	for _, w := range work {
-		total += fmt.Sprintf(" **%.1f** |", w.TotalRequests)
-		db += fmt.Sprintf(" %.1f |", w.DBMs)
+		_, total := counts(w)
+		row += fmt.Sprintf(" **%.1f** |", total)
 	}
-	p("%s", total)
-	p("%s", db)
+	p("%s", row)
 }
