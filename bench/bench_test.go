@@ -59,6 +59,14 @@ func TestSmoke(t *testing.T) {
 		require.Positive(t, s.P50ms)
 		require.LessOrEqual(t, s.P50ms, s.P95ms)
 		require.LessOrEqual(t, s.P95ms, s.P99ms)
+		if s.Side == SideDirect {
+			require.Nil(t, s.Timings)
+		} else {
+			require.NotNil(t, s.Timings, s.Side)
+			require.Positive(t, s.Timings.Server, s.Side)
+			require.Positive(t, s.Timings.Activity, s.Side)
+			require.GreaterOrEqual(t, s.Timings.Caller, s.Timings.Server, s.Side)
+		}
 	}
 	require.Len(t, rep.Ratios, 2*len(o.Concurrency))
 	for _, r := range rep.Ratios {
@@ -133,7 +141,7 @@ func TestSmoke(t *testing.T) {
 
 	var md bytes.Buffer
 	rep.Markdown(&md)
-	for _, heading := range []string{"### Throughput and latency", "### History events", "### Duplicate storm",
+	for _, heading := range []string{"### Throughput and latency", "Where the time went under load", "### History events", "### Duplicate storm",
 		"What each workflow asked of the server", "### Parked reviews", "### Key + fingerprint", "### Targets"} {
 		require.Contains(t, md.String(), heading)
 	}

@@ -18,14 +18,22 @@ type op func(ctx context.Context, seq int64) error
 // loadResult is one closed-loop run of one side at one concurrency.
 type loadResult struct {
 	conc int
-	// latencies of the operations started inside the measured window.
+	// latencies of the operations started inside the measured window, and
+	// the same with each operation's seq.
 	latencies []time.Duration
+	samples   []sample
 	// ran counts every operation run, lead and tail included, for the CPU
 	// per operation.
 	ran      int
 	errors   int
 	firstErr error
 	cpu      cpuSplit
+}
+
+// sample is one measured operation.
+type sample struct {
+	seq     int64
+	latency time.Duration
 }
 
 // cpuSplit is the CPU the run cost each process.
@@ -69,7 +77,8 @@ func closedLoop(ctx context.Context, conc int, lead, window time.Duration, seq *
 					pending.Add(1)
 				}
 				octx, cancel := context.WithTimeout(ctx, opTimeout)
-				err := do(octx, seq.Add(1))
+				n := seq.Add(1)
+				err := do(octx, n)
 				cancel()
 				t1 := time.Now()
 				mu.Lock()
@@ -81,6 +90,7 @@ func closedLoop(ctx context.Context, conc int, lead, window time.Duration, seq *
 					}
 				} else if measured {
 					res.latencies = append(res.latencies, t1.Sub(t0))
+					res.samples = append(res.samples, sample{n, t1.Sub(t0)})
 				}
 				mu.Unlock()
 				if measured {
@@ -126,6 +136,9 @@ type Summary struct {
 		Worker float64 `json:"worker"`
 		Bench  float64 `json:"bench"`
 	} `json:"cpu_ms_per_op"`
+	// Timings split the mean latency of a sample of the measured
+	// workflows by their event times; nil for the direct side.
+	Timings *Timings `json:"timings_ms,omitempty"`
 }
 
 func summarize(side string, conc int, runs []loadResult) Summary {

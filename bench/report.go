@@ -119,6 +119,16 @@ func (r Report) Markdown(w io.Writer) {
 		for _, x := range r.Ratios {
 			p("| %d | %s | %.2f | %.2f | %.3f |", x.Concurrency, x.Side, x.VsBare, x.P99VsBare, x.VsDirect)
 		}
+		p("")
+		p("Where the time went under load (ms, means over up to %d measured workflows of each side, from their recorded event times):", loadTimingSamples)
+		p("")
+		p("| concurrency | side | %s |", timingsHead)
+		p("|---:|---|%s", strings.Repeat("---:|", 9))
+		for _, t := range r.Throughput {
+			if t.Timings != nil {
+				p("| %d | %s | %s |", t.Concurrency, t.Side, t.Timings.row())
+			}
+		}
 	}
 	if len(r.History) > 0 {
 		p("")
@@ -132,12 +142,10 @@ func (r Report) Markdown(w io.Writer) {
 		p("")
 		p("Where one workflow's time goes, one at a time (medians of %d, ms, from the recorded event times):", r.History[0].Samples)
 		p("")
-		p("| side | caller | server run | 1st task wait | 1st task | activity wait | activity | 2nd task wait | 2nd task | caller overhead |")
-		p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+		p("| side | %s |", timingsHead)
+		p("|---|%s", strings.Repeat("---:|", 9))
 		for _, h := range r.History {
-			t := h.Timings
-			p("| %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f |", h.Side, t.Caller, t.Server,
-				t.FirstTaskWait, t.FirstTask, t.ActivityWait, t.Activity, t.LastTaskWait, t.LastTask, t.CallerOverhead)
+			p("| %s | %s |", h.Side, h.Timings.row())
 		}
 	}
 	if len(r.ServerWork) > 0 {
@@ -264,4 +272,12 @@ func countTable(p func(string, ...any), what string, work []ServerWork, counts f
 		row += fmt.Sprintf(" **%.1f** |", total)
 	}
 	p("%s", row)
+}
+
+const timingsHead = "caller | server run | 1st task wait | 1st task | activity wait | activity | 2nd task wait | 2nd task | caller overhead"
+
+// row is t's cells under timingsHead.
+func (t Timings) row() string {
+	return fmt.Sprintf("%.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f", t.Caller, t.Server,
+		t.FirstTaskWait, t.FirstTask, t.ActivityWait, t.Activity, t.LastTaskWait, t.LastTask, t.CallerOverhead)
 }

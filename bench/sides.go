@@ -104,15 +104,29 @@ type side struct {
 	name         string
 	do           op
 	lead, window time.Duration
+	// id is the workflow ID of operation seq; nil for the direct side.
+	id func(seq int64) string
 }
 
 func (r *runner) sides() []side {
 	lead := max(r.opts.Lead, 0)
 	return []side{
-		{SideBare, r.bare, lead, r.opts.Window},
-		{SideKey, r.deliver(DestKey, SideKey), lead, r.opts.Window},
-		{SideUniqueCommit, r.deliver(DestUniqueCommit, SideUniqueCommit), lead, r.opts.Window},
-		{SideDirect, r.direct, 0, r.opts.DirectWindow},
+		{SideBare, r.bare, lead, r.opts.Window, func(seq int64) string { return bareID(r.runID, seq) }},
+		{SideKey, r.deliver(DestKey, SideKey), lead, r.opts.Window, r.deliveryID(DestKey, SideKey)},
+		{SideUniqueCommit, r.deliver(DestUniqueCommit, SideUniqueCommit), lead, r.opts.Window,
+			r.deliveryID(DestUniqueCommit, SideUniqueCommit)},
+		{SideDirect, r.direct, 0, r.opts.DirectWindow, nil},
+	}
+}
+
+// workflowSides are the sides that run a workflow.
+func (r *runner) workflowSides() []side {
+	return slices.DeleteFunc(r.sides(), func(s side) bool { return s.id == nil })
+}
+
+func (r *runner) deliveryID(dest, side string) func(seq int64) string {
+	return func(seq int64) string {
+		return workflows.WorkflowID(workflows.Key(r.input(dest, side, seq).Operation))
 	}
 }
 
@@ -163,10 +177,41 @@ func (r *runner) throughput(ctx context.Context) ([]Summary, error) {
 			}
 		}
 		for _, s := range sides {
-			out = append(out, summarize(s.name, conc, runs[s.name]))
+			sum := summarize(s.name, conc, runs[s.name])
+			if s.id != nil {
+				t, err := r.loadTimings(ctx, s, runs[s.name])
+				if err != nil {
+					return nil, err
+				}
+				sum.Timings = &t
+			}
+			out = append(out, sum)
 		}
 	}
 	return out, nil
+}
+
+// loadTimingSamples is how many of a side's measured workflows, spread over
+// its rounds, are read back to split its latency under load.
+const loadTimingSamples = 40
+
+// loadTimings splits the mean latency of a side's measured workflows by
+// their recorded event times: where the time went under load.
+func (r *runner) loadTimings(ctx context.Context, s side, runs []loadResult) (Timings, error) {
+	var all []sample
+	for _, res := range runs {
+		all = append(all, res.samples...)
+	}
+	step := max(1, len(all)/loadTimingSamples)
+	var ts []Timings
+	for i := 0; i < len(all); i += step {
+		events, err := r.events(ctx, s.id(all[i].seq))
+		if err != nil {
+			return Timings{}, fmt.Errorf("%s: %w", s.name, err)
+		}
+		ts = append(ts, timings(events, all[i].latency))
+	}
+	return meanTimings(ts), nil
 }
 
 // balancedOrder is row round of a Williams design for n sides (n even): the
@@ -289,30 +334,14 @@ func (r *runner) history(ctx context.Context) ([]HistoryCount, []ServerWork, err
 		n = 2
 	}
 	r.opts.progress("reading the recorded histories of %d workflows of each side, run one at a time", n)
-	type sample struct {
-		id      string
-		latency time.Duration
-	}
-	sides := []struct {
-		side string
-		do   op
-		id   func(seq int64) string
-	}{
-		{SideBare, r.bare, func(seq int64) string { return bareID(r.runID, seq) }},
-		{SideKey, r.deliver(DestKey, SideKey), func(seq int64) string {
-			return workflows.WorkflowID(workflows.Key(r.input(DestKey, SideKey, seq).Operation))
-		}},
-		{SideUniqueCommit, r.deliver(DestUniqueCommit, SideUniqueCommit), func(seq int64) string {
-			return workflows.WorkflowID(workflows.Key(r.input(DestUniqueCommit, SideUniqueCommit, seq).Operation))
-		}},
-	}
+	sides := r.workflowSides()
 	// One of each first, so no batch pays for a task queue's first use.
 	for _, s := range sides {
 		octx, cancel := context.WithTimeout(ctx, opTimeout)
 		err := s.do(octx, r.seq.Add(1))
 		cancel()
 		if err != nil {
-			return nil, nil, fmt.Errorf("history: %s: %w", s.side, err)
+			return nil, nil, fmt.Errorf("history: %s: %w", s.name, err)
 		}
 	}
 	samples := make([][]sample, len(sides))
@@ -330,25 +359,25 @@ func (r *runner) history(ctx context.Context) ([]HistoryCount, []ServerWork, err
 			lat := time.Since(t0)
 			cancel()
 			if err != nil {
-				return nil, nil, fmt.Errorf("history: %s: %w", s.side, err)
+				return nil, nil, fmt.Errorf("history: %s: %w", s.name, err)
 			}
-			samples[i] = append(samples[i], sample{s.id(seq), lat})
+			samples[i] = append(samples[i], sample{seq, lat})
 		}
 		after, err := r.serverCounters(ctx)
 		if err != nil {
 			return nil, nil, err
 		}
 		if after != nil {
-			work = append(work, after.perWorkflow(*before, s.side, n))
+			work = append(work, after.perWorkflow(*before, s.name, n))
 		}
 		before = after
 	}
 	var out []HistoryCount
 	for i, s := range sides {
-		h := HistoryCount{Side: s.side, WorkflowID: samples[i][0].id, Samples: n}
+		h := HistoryCount{Side: s.name, WorkflowID: s.id(samples[i][0].seq), Samples: n}
 		var ts []Timings
 		for k, smp := range samples[i] {
-			events, err := r.events(ctx, smp.id)
+			events, err := r.events(ctx, s.id(smp.seq))
 			if err != nil {
 				return nil, nil, err
 			}
@@ -421,26 +450,45 @@ func timings(events []*historypb.HistoryEvent, caller time.Duration) Timings {
 }
 
 func medianTimings(ts []Timings) Timings {
-	med := func(get func(Timings) float64) float64 {
+	return reduceTimings(ts, func(v []float64) float64 {
+		slices.Sort(v)
+		return v[len(v)/2]
+	})
+}
+
+// meanTimings adds up like the latencies: the mean caller time is the sum
+// of the mean parts.
+func meanTimings(ts []Timings) Timings {
+	return reduceTimings(ts, func(v []float64) float64 {
+		sum := 0.0
+		for _, x := range v {
+			sum += x
+		}
+		return sum / float64(len(v))
+	})
+}
+
+// reduceTimings reduces each part of ts to one figure.
+func reduceTimings(ts []Timings, reduce func([]float64) float64) Timings {
+	if len(ts) == 0 {
+		return Timings{}
+	}
+	part := func(get func(Timings) float64) float64 {
 		v := make([]float64, 0, len(ts))
 		for _, t := range ts {
 			v = append(v, get(t))
 		}
-		slices.Sort(v)
-		if len(v) == 0 {
-			return 0
-		}
-		return v[len(v)/2]
+		return reduce(v)
 	}
 	return Timings{
-		Caller:         med(func(t Timings) float64 { return t.Caller }),
-		Server:         med(func(t Timings) float64 { return t.Server }),
-		FirstTaskWait:  med(func(t Timings) float64 { return t.FirstTaskWait }),
-		FirstTask:      med(func(t Timings) float64 { return t.FirstTask }),
-		ActivityWait:   med(func(t Timings) float64 { return t.ActivityWait }),
-		Activity:       med(func(t Timings) float64 { return t.Activity }),
-		LastTaskWait:   med(func(t Timings) float64 { return t.LastTaskWait }),
-		LastTask:       med(func(t Timings) float64 { return t.LastTask }),
-		CallerOverhead: med(func(t Timings) float64 { return t.CallerOverhead }),
+		Caller:         part(func(t Timings) float64 { return t.Caller }),
+		Server:         part(func(t Timings) float64 { return t.Server }),
+		FirstTaskWait:  part(func(t Timings) float64 { return t.FirstTaskWait }),
+		FirstTask:      part(func(t Timings) float64 { return t.FirstTask }),
+		ActivityWait:   part(func(t Timings) float64 { return t.ActivityWait }),
+		Activity:       part(func(t Timings) float64 { return t.Activity }),
+		LastTaskWait:   part(func(t Timings) float64 { return t.LastTaskWait }),
+		LastTask:       part(func(t Timings) float64 { return t.LastTask }),
+		CallerOverhead: part(func(t Timings) float64 { return t.CallerOverhead }),
 	}
 }
