@@ -5,6 +5,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/abde64c9/courier/worker"
 )
 
 // The targets of issue 5.
@@ -239,6 +241,9 @@ func serverWork(p func(string, ...any), work []ServerWork) {
 		row += fmt.Sprintf(" %.1f |", w.DBMs)
 	}
 	p("%s", row)
+	p("")
+	p("CountWorkflowExecutions, where it shows, is the worker's awaiting-review gauge (one count per destination every %s), "+
+		"in whichever batch it fell: not work of a delivery.", worker.DefaultReviewPoll)
 }
 
 func countTable(p func(string, ...any), what string, work []ServerWork, counts func(ServerWork) (map[string]float64, float64)) {
