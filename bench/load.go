@@ -18,10 +18,8 @@ type op func(ctx context.Context, seq int64) error
 // loadResult is one closed-loop run of one side at one concurrency.
 type loadResult struct {
 	conc int
-	// latencies of the operations started inside the measured window, and
-	// the same with each operation's seq.
-	latencies []time.Duration
-	samples   []sample
+	// samples are the operations started inside the measured window.
+	samples []sample
 	// ran counts every operation run, lead and tail included, for the CPU
 	// per operation.
 	ran      int
@@ -89,7 +87,6 @@ func closedLoop(ctx context.Context, conc int, lead, window time.Duration, seq *
 						res.firstErr = err
 					}
 				} else if measured {
-					res.latencies = append(res.latencies, t1.Sub(t0))
 					res.samples = append(res.samples, sample{n, t1.Sub(t0)})
 				}
 				mu.Unlock()
@@ -106,13 +103,13 @@ func closedLoop(ctx context.Context, conc int, lead, window time.Duration, seq *
 // perSecond is conc / mean latency.
 func (r loadResult) perSecond() float64 {
 	var sum time.Duration
-	for _, l := range r.latencies {
-		sum += l
+	for _, smp := range r.samples {
+		sum += smp.latency
 	}
 	if sum <= 0 {
 		return 0
 	}
-	return float64(r.conc) * float64(len(r.latencies)) / sum.Seconds()
+	return float64(r.conc) * float64(len(r.samples)) / sum.Seconds()
 }
 
 // Summary is the throughput and latency of one side at one concurrency,
@@ -145,20 +142,24 @@ func summarize(side string, conc int, runs []loadResult) Summary {
 	s := Summary{Side: side, Concurrency: conc}
 	var (
 		ran int
-		lat []time.Duration
+		all []sample
 		cpu cpuSplit
 	)
 	for _, r := range runs {
 		ran += r.ran
-		lat = append(lat, r.latencies...)
+		all = append(all, r.samples...)
 		s.Errors += r.errors
 		if s.FirstError == "" && r.firstErr != nil {
 			s.FirstError = r.firstErr.Error()
 		}
 		cpu = cpu.add(r.cpu)
 	}
-	s.Ops = len(lat)
-	s.PerSecond = loadResult{conc: conc, latencies: lat}.perSecond()
+	s.Ops = len(all)
+	s.PerSecond = loadResult{conc: conc, samples: all}.perSecond()
+	lat := make([]time.Duration, len(all))
+	for i, smp := range all {
+		lat[i] = smp.latency
+	}
 	slices.Sort(lat)
 	s.P50ms, s.P95ms, s.P99ms = ms(quantile(lat, 0.50)), ms(quantile(lat, 0.95)), ms(quantile(lat, 0.99))
 	if ran > 0 {

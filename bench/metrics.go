@@ -29,13 +29,14 @@ type ServerWork struct {
 	TotalCalls float64            `json:"total_calls"`
 }
 
-// serverCounters are the persistence counters of the workflows' namespace.
+// serverCounters are the server's cumulative counters for the workflows'
+// namespace: database requests and their time, and frontend calls.
 type serverCounters struct {
 	requests, calls map[string]float64
 	seconds         float64
 }
 
-// scrapeServer reads the persistence counters of namespace ns from a
+// scrapeServer reads the counters of namespace ns from the server's
 // Prometheus text endpoint. Shard-level work (task queue reads) is counted
 // under the system namespace and paced by the clock, not by workflows, so
 // it is left out. Visibility counters carry no namespace: they are all

@@ -182,7 +182,7 @@ func (r *runner) throughput(ctx context.Context) ([]Summary, error) {
 				}
 				runs[s.name] = append(runs[s.name], res)
 				o.progress("concurrency %d, round %d/%d, %-22s %5d ops  %7.1f/s  %d errors",
-					conc, round+1, o.Rounds, s.name, len(res.latencies), res.perSecond(), res.errors)
+					conc, round+1, o.Rounds, s.name, len(res.samples), res.perSecond(), res.errors)
 			}
 		}
 		for _, s := range sides {
@@ -211,7 +211,7 @@ func (r *runner) loadTimings(ctx context.Context, s side, runs []loadResult) (Ti
 	for _, res := range runs {
 		all = append(all, res.samples...)
 	}
-	step := max(1, len(all)/loadTimingSamples)
+	step := max(1, (len(all)+loadTimingSamples-1)/loadTimingSamples) // at most loadTimingSamples
 	var ts []Timings
 	for i := 0; i < len(all); i += step {
 		events, err := r.events(ctx, s.id(all[i].seq))
