@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -31,6 +33,26 @@ type Request struct {
 	BusinessID  string          `json:"business_id"`
 	Payload     json.RawMessage `json:"payload"`
 	Attempt     int             `json:"attempt"`
+	// Contract is the one the delivery recorded with its first attempt.
+	// The first attempt leaves it out and runs under the worker's current
+	// contract, which its Outcome then carries into history.
+	Contract *contract.Contract `json:"contract,omitempty"`
+	// FirstRun: the run was started as the operation's first (or as a
+	// restart the starter checked) and is not a reset, so a destination that
+	// deduplicates by key needs no look at earlier runs.
+	FirstRun bool `json:"first_run,omitempty"`
+	// AcknowledgedRuns are earlier runs a reviewer has seen and, deciding
+	// retry, allowed this run to send past.
+	AcknowledgedRuns []string `json:"acknowledged_runs,omitempty"`
+}
+
+// ContractOr is the contract the request runs under: the recorded one, or
+// def (the adapter's configured one) for a request that carries none.
+func (r Request) ContractOr(def contract.Contract) contract.Contract {
+	if r.Contract != nil {
+		return *r.Contract
+	}
+	return def
 }
 
 // Receipt is what the destination returned for the effect.
@@ -51,6 +73,33 @@ type Outcome struct {
 	Error      string         `json:"error,omitempty"`
 	// RetryAfter is the destination's own pacing (Retry-After), if any.
 	RetryAfter time.Duration `json:"retry_after,omitempty"`
+	// Contract is what the attempt ran under, when the request carried none:
+	// the delivery records it with its first attempt and decides from it.
+	Contract *contract.Contract `json:"contract,omitempty"`
+	// EarlierRuns, with class earlier_run, are the runs that stopped it.
+	EarlierRuns []EarlierRun `json:"earlier_runs,omitempty"`
+}
+
+// EarlierRun is a finished run of the same workflow ID as the current one.
+type EarlierRun struct {
+	RunID  string    `json:"run_id"`
+	Status string    `json:"status"` // the delivery's final status, or how the run closed
+	Closed time.Time `json:"closed"`
+	// FirstAttempt is when the run first wrote to the destination (zero if it
+	// never did): a key destination remembers the key from then on.
+	FirstAttempt time.Time `json:"first_attempt,omitzero"`
+	// NothingApplied: the run provably left no effect (contract.RunLeftNoEffect).
+	NothingApplied bool `json:"nothing_applied"`
+}
+
+func (r EarlierRun) String() string {
+	return fmt.Sprintf("run %s (%s, closed %s)", r.RunID, r.Status, r.Closed.UTC().Format(time.RFC3339))
+}
+
+// Runs reads the earlier runs of a workflow ID; the worker implements it
+// with its Temporal client.
+type Runs interface {
+	Earlier(ctx context.Context, workflowID, runID string) ([]EarlierRun, error)
 }
 
 // Found is a lookup's answer.
@@ -78,40 +127,151 @@ type Adapter interface {
 // Activities holds the worker's adapters, one per configured destination.
 type Activities struct {
 	Adapters map[string]Adapter
+	// Contracts are the worker's current contracts, by destination: the
+	// first attempt of a delivery runs under one and records it.
+	Contracts map[string]contract.Contract
+	// Runs reads earlier runs before an attempt that a repeat would
+	// duplicate; without it such an attempt is not sent.
+	Runs Runs
 	// OnReminder, when set, is told about each review reminder (metrics, paging).
 	OnReminder func(Reminder)
 }
+
+// HeartbeatTimeout is how soon Temporal declares an attempt lost when its
+// worker stops heartbeating (crashed, killed, cut off), whatever the
+// attempt's own timeout.
+const HeartbeatTimeout = 10 * time.Second
+
+// heartbeatEvery paces the attempt's heartbeats. The first comes only after
+// this long, so an attempt that answers sooner costs the server nothing; the
+// SDK throttles the later ones to about 80% of HeartbeatTimeout.
+const heartbeatEvery = 2 * time.Second
 
 func (a *Activities) adapter(name string) (Adapter, error) {
 	ad, ok := a.Adapters[name]
 	if !ok {
 		return nil, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("destination %q is not configured on this worker", name), ErrUnknownDestination, nil)
+			fmt.Sprintf("destination %q is not configured on the workers (not on this one, at least)", name), ErrUnknownDestination, nil)
 	}
 	return ad, nil
+}
+
+// prepare finds the adapter and fills in the contract the request runs
+// under: the recorded one, else the worker's current one (returned too, to
+// be recorded).
+func (a *Activities) prepare(req *Request) (Adapter, *contract.Contract, error) {
+	ad, err := a.adapter(req.Destination)
+	if err != nil {
+		return nil, nil, err
+	}
+	if req.Contract != nil {
+		return ad, nil, nil
+	}
+	c, ok := a.Contracts[req.Destination]
+	if !ok {
+		return nil, nil, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("destination %q has no contract on this worker", req.Destination), ErrUnknownDestination, nil)
+	}
+	req.Contract = &c
+	return ad, &c, nil
 }
 
 // Attempt makes one attempt at the destination. Its result is recorded in
 // history, so the workflow's decision replays exactly.
 func (a *Activities) Attempt(ctx context.Context, req Request) (Outcome, error) {
-	ad, err := a.adapter(req.Destination)
+	ad, current, err := a.prepare(&req)
 	if err != nil {
 		return Outcome{}, err
 	}
-	out := ad.Deliver(ctx, req)
+	stop := heartbeat(ctx)
+	defer stop()
+	out, checked := a.guard(ctx, req)
+	if checked {
+		out = ad.Deliver(ctx, req)
+	}
+	out.Contract = current
 	activity.GetLogger(ctx).Info("attempt finished",
 		"key", req.Key, "destination", req.Destination, "attempt", req.Attempt,
 		"class", out.Class, "status_code", out.StatusCode, "error", out.Error)
 	return out, nil
 }
 
+// maxEarlierRunsNamed bounds the runs an earlier_run outcome names.
+const maxEarlierRunsNamed = 5
+
+// guard refuses to send when an earlier run of this workflow ID may have
+// applied the effect and the destination would not recognise a repeat of
+// it. ok is true when the attempt may send. A destination that remembers
+// keys for ever costs nothing here, nor does a key destination in a run the
+// starter started as the first.
+func (a *Activities) guard(ctx context.Context, req Request) (_ Outcome, ok bool) {
+	c := req.Contract
+	if c.DeduplicatesForever() || (c.Dedup == contract.DedupKey && req.FirstRun) {
+		return Outcome{}, true
+	}
+	if a.Runs == nil {
+		return Outcome{Class: contract.ClassNotSent, Error: "not sent: this worker cannot read earlier runs"}, false
+	}
+	info := activity.GetInfo(ctx)
+	runs, err := a.Runs.Earlier(ctx, info.WorkflowExecution.ID, info.WorkflowExecution.RunID)
+	if err != nil {
+		return Outcome{Class: contract.ClassNotSent, Error: fmt.Sprintf("not sent: reading earlier runs failed: %v", err)}, false
+	}
+	var blocking []EarlierRun
+	for _, r := range runs {
+		if r.NothingApplied || slices.Contains(req.AcknowledgedRuns, r.RunID) ||
+			(!r.FirstAttempt.IsZero() && c.DeduplicatesRepeat(time.Since(r.FirstAttempt))) {
+			continue
+		}
+		if len(blocking) < maxEarlierRunsNamed {
+			blocking = append(blocking, r)
+		}
+	}
+	if len(blocking) == 0 {
+		return Outcome{}, true
+	}
+	names := make([]string, len(blocking))
+	for i, r := range blocking {
+		names[i] = r.String()
+	}
+	return Outcome{
+		Class:       contract.ClassEarlierRun,
+		EarlierRuns: blocking,
+		Error: fmt.Sprintf("not sent: this is not the operation's first run, and %s may have applied it: "+
+			"dedup %s would not recognise a repeat", strings.Join(names, "; "), c.Dedup),
+	}, false
+}
+
+// heartbeat tells Temporal the attempt's worker is alive until stop is
+// called, so a lost worker is noticed within HeartbeatTimeout.
+func heartbeat(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(heartbeatEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				activity.RecordHeartbeat(ctx)
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
 // Lookup asks a lookup destination whether the effect exists. Unlike an
 // attempt it is a read, so Temporal may retry it freely.
 func (a *Activities) Lookup(ctx context.Context, req Request) (Found, error) {
-	ad, err := a.adapter(req.Destination)
+	ad, _, err := a.prepare(&req)
 	if err != nil {
 		return Found{}, err
 	}
+	stop := heartbeat(ctx)
+	defer stop()
 	f, err := ad.Lookup(ctx, req)
 	if err != nil {
 		return Found{}, fmt.Errorf("lookup %s at %s: %w", req.Key, req.Destination, err)
@@ -119,6 +279,18 @@ func (a *Activities) Lookup(ctx context.Context, req Request) (Found, error) {
 	activity.GetLogger(ctx).Info("lookup finished",
 		"key", req.Key, "destination", req.Destination, "attempt", req.Attempt, "found", f.Found)
 	return f, nil
+}
+
+// ResolveContract returns the worker's current contract for a destination,
+// for a delivery that has none recorded yet (its first attempt was lost
+// before it could report one). Run as a local activity: its answer is
+// recorded.
+func (a *Activities) ResolveContract(_ context.Context, destination string) (*contract.Contract, error) {
+	c, ok := a.Contracts[destination]
+	if !ok {
+		return nil, nil
+	}
+	return &c, nil
 }
 
 // RemindReview tells operators that a delivery still waits for a decision.

@@ -1,5 +1,7 @@
 package contract
 
+import "time"
+
 // Class is what one attempt's result says about the effect at the destination.
 // Adapters map their transport's facts (HTTP status, SQL error, timeouts) onto
 // these; Next decides what they mean for a destination's contract.
@@ -29,7 +31,67 @@ const (
 	ClassThrottled Class = "throttled"
 	// ClassServerError: any other 5xx; the effect may or may not exist.
 	ClassServerError Class = "server_error"
+	// ClassEarlierRun: nothing was sent, because an earlier run of the same
+	// workflow ID may have applied the effect and this destination would not
+	// recognise a repeat. A person decides.
+	ClassEarlierRun Class = "earlier_run"
+	// ClassUnconfigured: nothing was sent, because the worker that took the
+	// attempt has no such destination (removed from its destinations file).
+	ClassUnconfigured Class = "unconfigured"
 )
+
+// NothingApplied reports whether an attempt of this class provably left no
+// effect at the destination. It is the one rule behind "may this operation
+// run again" (see RunLeftNoEffect).
+func (cl Class) NothingApplied() bool {
+	switch cl {
+	case ClassNotSent, ClassThrottled, ClassInFlight, ClassRejected, ClassEarlierRun, ClassUnconfigured:
+		return true
+	}
+	return false
+}
+
+// Final statuses that RunLeftNoEffect reads; the workflow's Status values.
+const (
+	FinalRejected     = "rejected"
+	FinalAttemptLimit = "attempt_limit"
+)
+
+// RunLeftNoEffect is the one rule for whether a finished run of an operation
+// provably applied nothing, so that another run may send again: a run the
+// destination rejected, or one that spent its budget on attempts that all
+// applied nothing. Any other run may have taken effect and stays final.
+func RunLeftNoEffect(status string, attempts []Class) bool {
+	switch status {
+	case FinalRejected, FinalAttemptLimit:
+		for _, cl := range attempts {
+			if !cl.NothingApplied() {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// DeduplicatesForever reports whether the destination recognises a repeat
+// however long after the first attempt.
+func (c Contract) DeduplicatesForever() bool {
+	return c.Dedup == DedupUniqueCommit || (c.Dedup == DedupKey && c.KeyRetention <= 0)
+}
+
+// DeduplicatesRepeat reports whether the destination would recognise a
+// repeat of an attempt first made age ago, so that sending it again cannot
+// make a second effect.
+func (c Contract) DeduplicatesRepeat(age time.Duration) bool {
+	switch c.Dedup {
+	case DedupUniqueCommit:
+		return true
+	case DedupKey:
+		return c.KeyRetention <= 0 || age < c.KeyRetention.D()
+	}
+	return false
+}
 
 // Step is what the workflow does after an attempt.
 type Step string
@@ -44,8 +106,7 @@ const (
 	StepReview    Step = "review"    // stop and wait for a human decision
 )
 
-// Next is the single table behind every delivery decision (see DESIGN.md):
-// what an attempt of class cl means for a destination with this contract.
+// Next is the single table behind every delivery decision: what an attempt of class cl means for a destination with this contract.
 // keyExpired is true once the destination's key retention has passed since
 // the first attempt; from then on its dedup can no longer be trusted.
 func (c Contract) Next(cl Class, keyExpired bool) Step {
@@ -60,6 +121,8 @@ func (c Contract) Next(cl Class, keyExpired bool) Step {
 		return StepRejected
 	case ClassNotSent, ClassThrottled, ClassInFlight:
 		return StepRetry // nothing was applied: safe with any contract
+	case ClassEarlierRun, ClassUnconfigured:
+		return StepReview // nothing sent now, but only a person can say whether to
 	case ClassUnknown, ClassServerError:
 		return c.afterUncertain(cl, keyExpired)
 	}

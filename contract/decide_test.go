@@ -2,11 +2,12 @@ package contract
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
 
-// TestNext checks DESIGN.md's table row by row, for every dedup kind.
+// TestNext checks the README's table row by row, for every dedup kind.
 func TestNext(t *testing.T) {
 	type row struct {
 		class                     Class
@@ -23,6 +24,8 @@ func TestNext(t *testing.T) {
 		{ClassRejected, StepRejected, StepRejected, StepRejected, StepRejected, StepRejected, StepRejected},
 		{ClassThrottled, StepRetry, StepRetry, StepRetry, StepRetry, StepRetry, StepRetry},
 		{ClassServerError, StepRetry, StepRetry, StepLookup, StepReview, StepReview, StepReview},
+		{ClassEarlierRun, StepReview, StepReview, StepReview, StepReview, StepReview, StepReview},
+		{ClassUnconfigured, StepReview, StepReview, StepReview, StepReview, StepReview, StepReview},
 		{Class("something new"), StepRetry, StepRetry, StepLookup, StepReview, StepReview, StepReview},
 	}
 	for _, r := range rows {
@@ -45,4 +48,28 @@ func TestRetryInterval(t *testing.T) {
 		got = append(got, int64(r.Interval(n)/1e9))
 	}
 	require.Equal(t, []int64{1, 2, 4, 5, 5}, got)
+}
+
+// TestRunLeftNoEffect pins which finished runs may be run again: only those
+// that provably applied nothing.
+func TestRunLeftNoEffect(t *testing.T) {
+	require.True(t, RunLeftNoEffect(FinalRejected, nil))
+	require.True(t, RunLeftNoEffect(FinalRejected, []Class{ClassNotSent, ClassRejected}))
+	require.False(t, RunLeftNoEffect(FinalRejected, []Class{ClassUnknown, ClassRejected}),
+		"a rejected run whose earlier attempt may have applied is not a clean slate")
+	require.True(t, RunLeftNoEffect(FinalAttemptLimit, []Class{ClassNotSent, ClassThrottled, ClassInFlight}))
+	require.False(t, RunLeftNoEffect(FinalAttemptLimit, []Class{ClassNotSent, ClassServerError}))
+	for _, st := range []string{"created", "duplicate", "conflict", "delivered_by_review", "abandoned", ""} {
+		require.False(t, RunLeftNoEffect(st, nil), st)
+	}
+}
+
+func TestDeduplicatesRepeat(t *testing.T) {
+	day := Duration(24 * time.Hour)
+	require.True(t, Contract{Dedup: DedupUniqueCommit}.DeduplicatesRepeat(1000*time.Hour))
+	require.True(t, Contract{Dedup: DedupKey}.DeduplicatesRepeat(1000*time.Hour))
+	require.True(t, Contract{Dedup: DedupKey, KeyRetention: day}.DeduplicatesRepeat(time.Hour))
+	require.False(t, Contract{Dedup: DedupKey, KeyRetention: day}.DeduplicatesRepeat(25*time.Hour))
+	require.False(t, Contract{Dedup: DedupLookup}.DeduplicatesRepeat(0))
+	require.False(t, Contract{Dedup: DedupNone}.DeduplicatesRepeat(0))
 }

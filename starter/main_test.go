@@ -99,7 +99,7 @@ func run(m *testing.M) (int, error) {
 	wctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- worker.Run(wctx, worker.New(srv.Client(), cfg, &activities.Activities{Adapters: adapters}, sdkworker.Options{}))
+		done <- worker.Run(wctx, worker.New(srv.Client(), cfg, &activities.Activities{Adapters: adapters, Contracts: cfg.Contracts(), Runs: env.WorkerActivities(srv.Client()).Runs}, sdkworker.Options{}))
 	}()
 	defer func() { stop(); <-done }()
 

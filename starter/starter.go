@@ -19,7 +19,6 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/workflows"
 )
 
@@ -181,26 +180,12 @@ func (s *Client) join(ctx context.Context, in workflows.DeliveryInput, h Handle,
 }
 
 // restartable says whether a finished delivery may be run again for a new
-// request: a rejected one never consumed its key at the destination (the
-// request may be corrected), and one whose attempts all failed before any
-// effect (nothing sent, throttled) may be tried again with the same payload.
-// Anything that may have taken effect stays final.
+// request: only one that provably applied nothing (the rule the workflow's
+// own guard against a second run uses). A rejected one never consumed its
+// key, so the request may have been corrected; one that spent its budget
+// without an effect is tried again only with the same payload.
 func restartable(prev workflows.DeliveryResult, fingerprint string) bool {
-	switch prev.Status {
-	case workflows.StatusRejected:
-		return true
-	case workflows.StatusAttemptLimit:
-		if prev.Fingerprint != fingerprint {
-			return false
-		}
-		for _, a := range prev.Attempts {
-			if a.Class != contract.ClassNotSent && a.Class != contract.ClassThrottled && a.Class != contract.ClassInFlight {
-				return false
-			}
-		}
-		return true
-	}
-	return false
+	return prev.LeftNoEffect() && (prev.Status == workflows.StatusRejected || prev.Fingerprint == fingerprint)
 }
 
 // Deliver starts or joins the delivery of in and waits until it finishes or

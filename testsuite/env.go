@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"go.temporal.io/sdk/client"
+
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/sandbox"
@@ -44,8 +46,23 @@ func NewEnv(dir string) (*Env, error) {
 		e.Close()
 		return nil, err
 	}
-	e.Activities = &activities.Activities{Adapters: e.Adapters.ByName}
+	// The test environment runs each delivery once: it has no earlier runs.
+	e.Activities = worker.NewActivities(nil, e.Config, e.Adapters)
+	e.Activities.Runs = noEarlierRuns{}
 	return e, nil
+}
+
+// WorkerActivities are the activities for a worker on a real server, which
+// reads a delivery's earlier runs through c.
+func (e *Env) WorkerActivities(c client.Client) *activities.Activities {
+	return worker.NewActivities(c, e.Config, e.Adapters)
+}
+
+// noEarlierRuns is the test environment's answer: one run per delivery.
+type noEarlierRuns struct{}
+
+func (noEarlierRuns) Earlier(context.Context, string, string) ([]activities.EarlierRun, error) {
+	return nil, nil
 }
 
 // Close stops the destinations.

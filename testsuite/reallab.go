@@ -131,7 +131,7 @@ func checkReviewVia(rep *Report, results []workflows.DeliveryResult, via string)
 
 // startWorker runs a Courier worker over env's destinations until stop.
 func (l *RealLab) startWorker(env *Env) (stop func(), err error) {
-	ws := worker.New(l.Client, env.Config, env.Activities, sdkworker.Options{})
+	ws := worker.New(l.Client, env.Config, env.WorkerActivities(l.Client), sdkworker.Options{})
 	for i, w := range ws {
 		if err := w.Start(); err != nil {
 			for _, started := range ws[:i] {

@@ -17,7 +17,6 @@ import (
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
-	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/worker"
@@ -99,7 +98,7 @@ func workerProcess(ctx context.Context, logger *slog.Logger) error {
 		return err
 	}
 	defer c.Close()
-	ws := worker.New(c, cfg, &activities.Activities{Adapters: ads.ByName}, sdkworker.Options{
+	ws := worker.New(c, cfg, worker.NewActivities(c, cfg, ads), sdkworker.Options{
 		// A crashed worker leaves its cached workflows on its sticky queue;
 		// a short timeout hands them to the next worker quickly.
 		StickyScheduleToStartTimeout: time.Second,

@@ -172,6 +172,8 @@ func (s *ReviewSuite) TestReminderKeepsWaiting() {
 	legacy := cfg.Destinations[DestLegacy]
 	legacy.Contract.ReviewReminder = contract.Duration(30 * time.Minute)
 	cfg.Destinations[DestLegacy] = legacy
+	// The first attempt runs under, and records, the worker's contract.
+	s.dest.Activities.Contracts[DestLegacy] = legacy.Contract
 	var reminded int
 	s.dest.Activities.OnReminder = func(activities.Reminder) { reminded++ }
 	s.at(100*time.Minute, func() {

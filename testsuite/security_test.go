@@ -57,7 +57,7 @@ func TestSecretNotInHistory(t *testing.T) {
 	ads, err := worker.OpenAdapters(cfg)
 	require.NoError(t, err)
 	defer ads.Close()
-	stop := startWorkers(t, lab.Client, cfg, &activities.Activities{Adapters: ads.ByName})
+	stop := startWorkers(t, lab.Client, cfg, worker.NewActivities(lab.Client, cfg, ads))
 	defer stop()
 
 	// A lost response first: the retry and its error are in history too.
@@ -99,7 +99,7 @@ func TestEncryptedHistory(t *testing.T) {
 	c, err := client.DialContext(ctx, opts)
 	require.NoError(t, err)
 	defer c.Close()
-	stop := startWorkers(t, c, env.Config, env.Activities)
+	stop := startWorkers(t, c, env.Config, env.WorkerActivities(c))
 	defer stop()
 
 	id := "encrypted-" + lab.RunID

@@ -17,7 +17,6 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 
-	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -131,7 +130,7 @@ func StartProcess(ctx context.Context, o ProcessOptions) (_ *Process, err error)
 	if wo.WorkerStopTimeout == 0 {
 		wo.WorkerStopTimeout = DefaultStopTimeout
 	}
-	acts := &activities.Activities{Adapters: p.adapters.ByName}
+	acts := NewActivities(p.client, o.Config, p.adapters)
 	workers := New(p.client, o.Config, acts, wo)
 	for i, w := range workers {
 		if err := w.Start(); err != nil {

@@ -3,13 +3,14 @@
 package workflows
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -24,14 +25,17 @@ const (
 	// attemptGrace lets an attempt report its own per-attempt timeout before
 	// Temporal declares the attempt lost (a crashed worker).
 	attemptGrace = 5 * time.Second
-	// maxReviewRecords bounds how many review decisions one delivery keeps.
-	maxReviewRecords = 100
+	// defaultAttemptTimeout bounds an attempt routed to no configured
+	// destination: the worker answers at once that it has none.
+	defaultAttemptTimeout = 30 * time.Second
 )
 
-// Deliveries runs Delivery workflows against the destinations configured on
-// the worker. A destination's contract is part of the worker's deployment:
-// it decides the retry budget and timeouts, and the attempt results it leads
-// to are recorded in history, so replay never depends on it changing.
+// Deliveries runs Delivery workflows for the destinations configured on the
+// worker. A delivery decides only from its own history: the contract its
+// first attempt ran under is recorded there, so a later edit or removal of
+// the destination reaches new deliveries only. The workflow reads the
+// worker's file just to route an attempt (task queue, first timeout), which
+// replay does not check.
 type Deliveries struct {
 	destinations map[string]contract.Destination
 	reviewers    []string
@@ -55,11 +59,11 @@ func ActivityTaskQueue(name string, d contract.Destination) string {
 // Delivery delivers one business operation exactly once in effect, or stops
 // for a human decision when the destination cannot tell.
 func (ds *Deliveries) Delivery(ctx workflow.Context, in DeliveryInput) (DeliveryResult, error) {
-	d := &delivery{in: in, state: StateDelivering, reviewers: ds.reviewers}
+	d := &delivery{in: in, state: StateDelivering, reviewers: ds.reviewers, destinations: ds.destinations}
 	if err := d.setup(ctx); err != nil {
 		return DeliveryResult{}, err
 	}
-	return d.run(ctx, ds.destinations)
+	return d.run(ctx)
 }
 
 // delivery is one workflow's state; handlers read it, run changes it.
@@ -70,6 +74,17 @@ type delivery struct {
 	// decision is an accepted review decision not yet acted on.
 	decision  *ReviewDecision
 	reviewers []string
+	// contract is the recorded contract every decision uses; nil until the
+	// first attempt reports it.
+	contract *contract.Contract
+	// startedFirst: the Go starter started this run (its memo is there),
+	// which it does only as the operation's first run or a checked restart.
+	startedFirst bool
+	// acknowledged are earlier runs of the workflow ID that a reviewer
+	// allowed this run to send past.
+	acknowledged []string
+	// destinations route attempts (see route); they decide nothing.
+	destinations map[string]contract.Destination
 }
 
 func (d *delivery) setup(ctx workflow.Context) error {
@@ -78,6 +93,9 @@ func (d *delivery) setup(ctx workflow.Context) error {
 	d.res.Fingerprint, _ = Fingerprint(d.in.Payload) // an invalid payload is rejected in run
 	d.res.Attempts = []Attempt{}
 	d.res.Events = []Event{}
+	if memo := workflow.GetInfo(ctx).Memo; memo != nil {
+		_, d.startedFirst = memo.GetFields()[MemoFingerprint]
+	}
 
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (DeliveryStatus, error) {
 		return DeliveryStatus{State: d.state, Operation: d.in.Operation, DeliveryResult: d.res}, nil
@@ -101,15 +119,13 @@ func (d *delivery) setup(ctx workflow.Context) error {
 	ch := workflow.GetSignalChannel(ctx, SignalReview)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for {
-			// Raw JSON so a malformed signal is recorded and ignored instead
-			// of failing the workflow task.
-			var raw json.RawMessage
+			// The payload as sent, decoded here: the SDK would drop one that
+			// is not JSON before any handler saw it, and it must be counted.
+			var raw converter.RawValue
 			ch.Receive(ctx, &raw)
 			var rd ReviewDecision
-			// encoding/json is deterministic; workflowcheck only sees its reflection.
-			//workflowcheck:ignore
-			if err := json.Unmarshal(raw, &rd); err != nil {
-				d.record(ctx, ReviewRecord{Via: "signal", Reason: "not a review decision: " + err.Error()})
+			if err := converter.GetDefaultDataConverter().FromPayload(raw.Payload(), &rd); err != nil {
+				d.record(ctx, ReviewRecord{Via: "signal", Reason: excerpt("not a review decision: "+err.Error(), maxReasonLen)})
 				continue
 			}
 			d.receiveReview(ctx, rd, "signal")
@@ -118,7 +134,7 @@ func (d *delivery) setup(ctx workflow.Context) error {
 	return nil
 }
 
-func (d *delivery) run(ctx workflow.Context, destinations map[string]contract.Destination) (DeliveryResult, error) {
+func (d *delivery) run(ctx workflow.Context) (DeliveryResult, error) {
 	if err := d.in.Validate(); err != nil {
 		return d.finish(ctx, StatusRejected, nil, err.Error())
 	}
@@ -131,22 +147,42 @@ func (d *delivery) run(ctx workflow.Context, destinations map[string]contract.De
 		return d.finish(ctx, StatusRejected, nil, fmt.Sprintf(
 			"workflow ID %q does not match the operation: start it as %q", id, WorkflowID(d.res.Key)))
 	}
-	dest, ok := destinations[d.in.Destination]
-	if !ok {
-		return d.finish(ctx, StatusRejected, nil,
-			fmt.Sprintf("destination %q is not configured on the workers", d.in.Destination))
-	}
 	if err := d.ensureSearchAttributes(ctx); err != nil {
 		return DeliveryResult{}, err
 	}
-	c := dest.Contract
-	queue := ActivityTaskQueue(d.in.Destination, dest)
 	first := workflow.Now(ctx) // key retention counts from the first write
-	deadline := first.Add(c.Retry.Deadline.D())
-	budget := c.Retry.MaxAttempts
+	var deadline time.Time
+	budget := 0
 
 	for {
-		out := d.attempt(ctx, c, queue)
+		out := d.attempt(ctx)
+		n := len(d.res.Attempts)
+		c, err := d.recordedContract(ctx)
+		if err != nil {
+			return DeliveryResult{}, err
+		}
+		if out.Class == contract.ClassUnconfigured && d.nothingAppliedBefore() {
+			// Nothing was ever sent: the request named a destination the
+			// workers do not have, and may be corrected and sent again.
+			return d.finish(ctx, StatusRejected, nil, out.Error)
+		}
+		if out.Class == contract.ClassUnconfigured && workflow.GetVersion(ctx, versionRecordedContract, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+			return d.finish(ctx, StatusRejected, nil, out.Error) // as deliveries before it did
+		}
+		if c == nil {
+			// Attempted before, and no worker has the destination now: only
+			// a person can tell what happened.
+			if done, res, err := d.review(ctx, 0, fmt.Sprintf(
+				"attempt %d: %s (%s); destination %q is not configured on the workers, so its contract is unknown: "+
+					"restore it in the destinations file and decide retry, or find the effect",
+				n, out.Class, out.Error, d.in.Destination), nil); done {
+				return res, err
+			}
+			continue
+		}
+		if budget == 0 {
+			budget, deadline = c.Retry.MaxAttempts, first.Add(c.Retry.Deadline.D())
+		}
 		keyExpired := c.KeyRetention > 0 && workflow.Now(ctx).Sub(first) > c.KeyRetention.D()
 		switch c.Next(out.Class, keyExpired) {
 		case contract.StepCreated:
@@ -158,14 +194,14 @@ func (d *delivery) run(ctx workflow.Context, destinations map[string]contract.De
 		case contract.StepRejected:
 			return d.finish(ctx, StatusRejected, nil, out.Error)
 		case contract.StepLookup:
-			found, err := d.lookup(ctx, c, queue)
+			found, err := d.lookup(ctx, *c)
 			if err != nil {
-				if done, res, err := d.review(ctx, c, fmt.Sprintf(
+				if done, res, err := d.review(ctx, c.ReviewReminder, fmt.Sprintf(
 					"attempt %d: %s (%s); the lookup that should tell whether it took effect failed: %v",
-					len(d.res.Attempts), out.Class, out.Error, err)); done {
+					n, out.Class, out.Error, err), nil); done {
 					return res, err
 				}
-				budget, deadline = len(d.res.Attempts)+c.Retry.MaxAttempts, workflow.Now(ctx).Add(c.Retry.Deadline.D())
+				budget, deadline = n+c.Retry.MaxAttempts, workflow.Now(ctx).Add(c.Retry.Deadline.D())
 				continue
 			}
 			if found.Found {
@@ -173,20 +209,24 @@ func (d *delivery) run(ctx workflow.Context, destinations map[string]contract.De
 			}
 		case contract.StepReview:
 			evidence := fmt.Sprintf("attempt %d: %s (%s); destination %q (dedup %s) cannot deduplicate a retry",
-				len(d.res.Attempts), out.Class, out.Error, d.in.Destination, c.Dedup)
-			if keyExpired {
+				n, out.Class, out.Error, d.in.Destination, c.Dedup)
+			switch {
+			case out.Class == contract.ClassEarlierRun:
+				evidence = fmt.Sprintf("attempt %d: %s; decide retry only if none of those runs took effect", n, out.Error)
+			case out.Class == contract.ClassUnconfigured:
+				evidence = fmt.Sprintf("attempt %d: %s; restore the destination in the workers' destinations file and decide retry, or find the effect", n, out.Error)
+			case keyExpired:
 				evidence += fmt.Sprintf(" after its key retention of %s", c.KeyRetention)
 			}
-			if done, res, err := d.review(ctx, c, evidence); done {
+			if done, res, err := d.review(ctx, c.ReviewReminder, evidence, out.EarlierRuns); done {
 				return res, err
 			}
 			// A reviewer's retry starts a fresh budget: they checked first.
-			budget, deadline = len(d.res.Attempts)+c.Retry.MaxAttempts, workflow.Now(ctx).Add(c.Retry.Deadline.D())
+			budget, deadline = n+c.Retry.MaxAttempts, workflow.Now(ctx).Add(c.Retry.Deadline.D())
 			continue
 		}
 
 		// StepRetry, or a lookup that found nothing.
-		n := len(d.res.Attempts)
 		wait := max(c.Retry.Interval(n), out.RetryAfter)
 		if n >= budget || workflow.Now(ctx).Add(wait).After(deadline) {
 			return d.finish(ctx, StatusAttemptLimit, nil,
@@ -200,28 +240,94 @@ func (d *delivery) run(ctx workflow.Context, destinations map[string]contract.De
 	}
 }
 
+// versionRecordedContract marks deliveries that decide from the contract in
+// their history. Asked only where a delivery has none recorded, so the
+// happy path (whose first attempt records it) writes no version marker.
+const versionRecordedContract = "recorded-contract"
+
+// recordedContract is the contract every decision of this delivery uses:
+// the one its first attempt ran under and reported, recorded in history.
+// When the first attempt was lost before reporting, the worker's current
+// contract is recorded instead, by a local activity. nil: no worker has the
+// destination.
+func (d *delivery) recordedContract(ctx workflow.Context) (*contract.Contract, error) {
+	if d.contract != nil {
+		return d.contract, nil
+	}
+	if workflow.GetVersion(ctx, versionRecordedContract, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		// A delivery that started before contracts were recorded decides,
+		// as it always did, from the worker's destinations file.
+		if dest, ok := d.destinations[d.in.Destination]; ok {
+			return &dest.Contract, nil
+		}
+		return nil, nil
+	}
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 10 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+	})
+	var c *contract.Contract
+	if err := workflow.ExecuteLocalActivity(lctx, a.ResolveContract, d.in.Destination).Get(ctx, &c); err != nil {
+		return nil, fmt.Errorf("record the contract of %q: %w", d.in.Destination, err)
+	}
+	d.contract = c
+	return c, nil
+}
+
+// nothingAppliedBefore: no attempt before the last one can have taken effect.
+func (d *delivery) nothingAppliedBefore() bool {
+	for _, at := range d.res.Attempts[:len(d.res.Attempts)-1] {
+		if !at.Class.NothingApplied() {
+			return false
+		}
+	}
+	return true
+}
+
+// route is where the next attempt runs and how long Temporal gives it.
+// Neither is a decision that replay checks: a rate limit is the worker's to
+// change, and an attempt's own timeout comes from the recorded contract the
+// adapter applies. Before a contract is recorded the worker's file gives the
+// first attempt's timeout.
+func (d *delivery) route() (queue string, timeout time.Duration) {
+	dest, ok := d.destinations[d.in.Destination]
+	queue, timeout = TaskQueue, defaultAttemptTimeout
+	if ok {
+		queue, timeout = ActivityTaskQueue(d.in.Destination, dest), dest.Contract.Retry.AttemptTimeout.D()
+	}
+	if d.contract != nil {
+		timeout = d.contract.Retry.AttemptTimeout.D()
+	}
+	return queue, timeout + attemptGrace
+}
+
 // attempt runs one attempt and records it. An activity failure (the worker
 // crashed, the attempt outlived its timeout) is an unknown outcome: the
 // request may have been written.
-func (d *delivery) attempt(ctx workflow.Context, c contract.Contract, queue string) activities.Outcome {
+func (d *delivery) attempt(ctx workflow.Context) activities.Outcome {
 	n := len(d.res.Attempts) + 1
 	d.setState(ctx, StateDelivering)
+	queue, timeout := d.route()
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:           queue,
-		StartToCloseTimeout: c.Retry.AttemptTimeout.D() + attemptGrace,
+		StartToCloseTimeout: timeout,
+		HeartbeatTimeout:    activities.HeartbeatTimeout,
 		// One execution per attempt: the workflow decides about every retry,
 		// because what is safe depends on the result and the contract.
 		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
 	})
 	started := workflow.Now(ctx)
 	var out activities.Outcome
-	err := workflow.ExecuteActivity(ctx, a.Attempt, d.request(n)).Get(ctx, &out)
+	err := workflow.ExecuteActivity(ctx, a.Attempt, d.request(ctx, n)).Get(ctx, &out)
 	var appErr *temporal.ApplicationError
 	switch {
 	case errors.As(err, &appErr) && appErr.Type() == activities.ErrUnknownDestination:
-		out = activities.Outcome{Class: contract.ClassRejected, Error: appErr.Message()}
+		out = activities.Outcome{Class: contract.ClassUnconfigured, Error: appErr.Message()}
 	case err != nil:
 		out = activities.Outcome{Class: contract.ClassUnknown, Error: "attempt lost: " + err.Error()}
+	}
+	if d.contract == nil && out.Contract != nil {
+		d.contract = out.Contract
 	}
 	d.res.Attempts = append(d.res.Attempts, Attempt{
 		Number: n, Started: started, Ended: workflow.Now(ctx),
@@ -238,20 +344,26 @@ func (d *delivery) attempt(ctx workflow.Context, c contract.Contract, queue stri
 	return out
 }
 
-func (d *delivery) request(n int) activities.Request {
+func (d *delivery) request(ctx workflow.Context, n int) activities.Request {
+	info := workflow.GetInfo(ctx)
 	return activities.Request{
 		Key: d.res.Key, Fingerprint: d.res.Fingerprint,
 		Tenant: d.in.Tenant, Destination: d.in.Destination, Operation: d.in.Operation.Operation,
 		BusinessID: d.in.BusinessID, Payload: d.in.Payload, Attempt: n,
+		Contract:         d.contract,
+		FirstRun:         d.startedFirst && info.OriginalRunID == info.WorkflowExecution.RunID,
+		AcknowledgedRuns: d.acknowledged,
 	}
 }
 
 // lookup asks a lookup destination whether the last attempt took effect.
-func (d *delivery) lookup(ctx workflow.Context, c contract.Contract, queue string) (activities.Found, error) {
+func (d *delivery) lookup(ctx workflow.Context, c contract.Contract) (activities.Found, error) {
 	d.setState(ctx, StateReconciling)
+	queue, timeout := d.route()
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:           queue,
-		StartToCloseTimeout: c.Retry.AttemptTimeout.D() + attemptGrace,
+		StartToCloseTimeout: timeout,
+		HeartbeatTimeout:    activities.HeartbeatTimeout,
 		// A read: retrying it is always safe.
 		RetryPolicy: &temporal.RetryPolicy{
 			MaximumAttempts:        5,
@@ -261,7 +373,7 @@ func (d *delivery) lookup(ctx workflow.Context, c contract.Contract, queue strin
 	})
 	var f activities.Found
 	n := len(d.res.Attempts)
-	if err := workflow.ExecuteActivity(ctx, a.Lookup, d.request(n)).Get(ctx, &f); err != nil {
+	if err := workflow.ExecuteActivity(ctx, a.Lookup, d.request(ctx, n)).Get(ctx, &f); err != nil {
 		d.event(ctx, n, "lookup_failed", err.Error())
 		return f, err
 	}
@@ -275,7 +387,7 @@ func (d *delivery) lookup(ctx workflow.Context, c contract.Contract, queue strin
 
 // review parks the delivery until a valid decision arrives. It never guesses:
 // the optional reminder only asks again. done is false for a retry decision.
-func (d *delivery) review(ctx workflow.Context, c contract.Contract, evidence string) (done bool, res DeliveryResult, err error) {
+func (d *delivery) review(ctx workflow.Context, reminder contract.Duration, evidence string, earlier []activities.EarlierRun) (done bool, res DeliveryResult, err error) {
 	if d.res.Review == nil {
 		d.res.Review = &Review{}
 	}
@@ -288,13 +400,13 @@ func (d *delivery) review(ctx workflow.Context, c contract.Contract, evidence st
 	}
 	decided := func() bool { return d.decision != nil }
 	for !decided() {
-		if c.ReviewReminder <= 0 {
+		if reminder <= 0 {
 			if err := workflow.Await(ctx, decided); err != nil {
 				return true, DeliveryResult{}, err
 			}
 			break
 		}
-		ok, err := workflow.AwaitWithTimeout(ctx, c.ReviewReminder.D(), decided)
+		ok, err := workflow.AwaitWithTimeout(ctx, reminder.D(), decided)
 		if err != nil {
 			return true, DeliveryResult{}, err
 		}
@@ -313,6 +425,10 @@ func (d *delivery) review(ctx workflow.Context, c contract.Contract, evidence st
 		res, err := d.finish(ctx, StatusAbandoned, nil, "abandoned by "+rd.Reviewer+": "+rd.Note)
 		return true, res, err
 	}
+	// The reviewer saw the earlier runs named in the evidence.
+	for _, r := range earlier {
+		d.acknowledged = append(d.acknowledged, r.RunID)
+	}
 	return false, DeliveryResult{}, nil
 }
 
@@ -330,7 +446,11 @@ func (d *delivery) remind(ctx workflow.Context) {
 	if err := workflow.ExecuteActivity(ctx, a.RemindReview, r).Get(ctx, nil); err != nil {
 		detail += ": " + err.Error() // a failed reminder never ends the wait
 	}
-	d.event(ctx, len(d.res.Attempts), "review_reminder", detail)
+	// A delivery may wait for weeks: past the first few, reminders are
+	// only counted.
+	if d.res.Review.Reminders <= MaxIgnoredRecords {
+		d.event(ctx, len(d.res.Attempts), "review_reminder", detail)
+	}
 }
 
 // checkReview is the update validator and the signal's filter: a decision is
@@ -349,9 +469,9 @@ func (d *delivery) checkReview(rd ReviewDecision) error {
 }
 
 func (d *delivery) receiveReview(ctx workflow.Context, rd ReviewDecision, via string) ReviewRecord {
-	rec := ReviewRecord{ReviewDecision: rd, Via: via}
+	rec := ReviewRecord{ReviewDecision: rd.Excerpt(), Via: via}
 	if err := d.checkReview(rd); err != nil {
-		rec.Reason = err.Error()
+		rec.Reason = excerpt(err.Error(), maxReasonLen)
 	} else {
 		rec.Accepted = true
 		d.decision = &rd
@@ -364,16 +484,36 @@ func (d *delivery) record(ctx workflow.Context, rec ReviewRecord) ReviewRecord {
 	if d.res.Review == nil {
 		d.res.Review = &Review{}
 	}
-	if len(d.res.Review.Decisions) < maxReviewRecords {
-		d.res.Review.Decisions = append(d.res.Review.Decisions, rec)
-	}
+	r := d.res.Review
 	if rec.Accepted {
+		r.Decisions = append(r.Decisions, rec)
 		d.event(ctx, len(d.res.Attempts), "review_decision",
 			fmt.Sprintf("%s by %s: %s", rec.Decision, rec.Reviewer, rec.Note))
-	} else {
-		d.event(ctx, len(d.res.Attempts), "review_ignored", rec.Reason)
+		return rec
 	}
+	r.Ignored++
+	if r.Ignored > MaxIgnoredRecords {
+		r.Dropped++
+		return rec
+	}
+	r.Decisions = append(r.Decisions, rec)
+	d.event(ctx, len(d.res.Attempts), "review_ignored", rec.Reason)
 	return rec
+}
+
+// maxReasonLen bounds why an ignored decision was ignored; the reason may
+// quote what was sent.
+const maxReasonLen = 512
+
+// excerpt cuts s to at most n bytes (and "…"), on a rune boundary.
+func excerpt(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 func (d *delivery) event(ctx workflow.Context, attempt int, name, detail string) {

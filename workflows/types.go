@@ -25,8 +25,8 @@ const (
 	StatusCreated           Status = "created"
 	StatusDuplicate         Status = "duplicate"
 	StatusConflict          Status = "conflict"
-	StatusRejected          Status = "rejected"
-	StatusAttemptLimit      Status = "attempt_limit"
+	StatusRejected          Status = contract.FinalRejected
+	StatusAttemptLimit      Status = contract.FinalAttemptLimit
 	StatusDeliveredByReview Status = "delivered_by_review"
 	StatusAbandoned         Status = "abandoned"
 )
@@ -74,9 +74,34 @@ type ReviewDecision struct {
 	ResourceID string `json:"resource_id,omitempty"`
 }
 
+// Limits on a review decision's fields, in bytes. They keep what a delivery
+// records of its reviews small whatever is sent to it.
+const (
+	MaxDecisionLen   = 16
+	MaxReviewerLen   = 64
+	MaxResourceIDLen = 256
+	MaxNoteLen       = 1024
+)
+
 // Validate rejects a decision that cannot be acted on, saying how to fix it.
 func (d ReviewDecision) Validate() error {
 	var errs []error
+	for _, f := range []struct {
+		name, value string
+		limit       int
+	}{
+		{"decision", d.Decision, MaxDecisionLen},
+		{"reviewer", d.Reviewer, MaxReviewerLen},
+		{"resource_id", d.ResourceID, MaxResourceIDLen},
+		{"note", d.Note, MaxNoteLen},
+	} {
+		if len(f.value) > f.limit {
+			errs = append(errs, fmt.Errorf("%s: %d bytes is over the limit of %d; shorten it", f.name, len(f.value), f.limit))
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...) // the checks below would quote the long value
+	}
 	switch d.Decision {
 	case DecisionRetry, DecisionAbandon:
 	case DecisionDelivered:
@@ -94,15 +119,37 @@ func (d ReviewDecision) Validate() error {
 	return errors.Join(errs...)
 }
 
+// Excerpt is d cut to the field limits, for recording a decision that broke
+// them; a cut field ends in "…".
+func (d ReviewDecision) Excerpt() ReviewDecision {
+	return ReviewDecision{
+		Decision:   excerpt(d.Decision, MaxDecisionLen),
+		Reviewer:   excerpt(d.Reviewer, MaxReviewerLen),
+		Note:       excerpt(d.Note, MaxNoteLen),
+		ResourceID: excerpt(d.ResourceID, MaxResourceIDLen),
+	}
+}
+
 // Review is the audit trail of a delivery's reviews.
 type Review struct {
 	// Evidence is why the delivery stopped: the attempt that left the
 	// outcome unknown and what the contract allows.
-	Evidence  string         `json:"evidence"`
-	Requested time.Time      `json:"requested"`
-	Reminders int            `json:"reminders,omitempty"`
+	Evidence  string    `json:"evidence"`
+	Requested time.Time `json:"requested"`
+	Reminders int       `json:"reminders,omitempty"`
+	// Decisions holds every accepted decision and the first ignored ones.
 	Decisions []ReviewRecord `json:"decisions,omitempty"`
+	// Ignored counts every decision ignored (invalid, not allowed, not
+	// waiting, or not a decision at all); Dropped, those of them past the
+	// first MaxIgnoredRecords, which Decisions and Events leave out.
+	Ignored int `json:"ignored,omitempty"`
+	Dropped int `json:"dropped,omitempty"`
 }
+
+// MaxIgnoredRecords is how many ignored decisions a delivery records in
+// full; the rest are only counted, so a flood of bad signals costs bounded
+// space.
+const MaxIgnoredRecords = 10
 
 // ReviewRecord is one decision received, accepted or ignored.
 type ReviewRecord struct {
@@ -125,6 +172,16 @@ type DeliveryResult struct {
 	// Error says why a delivery ended without an effect (rejected, conflict,
 	// attempt_limit: the last cause).
 	Error string `json:"error,omitempty"`
+}
+
+// LeftNoEffect reports whether this finished delivery provably applied
+// nothing, so the operation may run again (contract.RunLeftNoEffect).
+func (r DeliveryResult) LeftNoEffect() bool {
+	classes := make([]contract.Class, len(r.Attempts))
+	for i, a := range r.Attempts {
+		classes[i] = a.Class
+	}
+	return contract.RunLeftNoEffect(string(r.Status), classes)
 }
 
 // DeliveryStatus is the answer to query "status".

@@ -35,9 +35,8 @@ const (
 
 // Adapter is one HTTP destination.
 type Adapter struct {
-	name    string
-	d       contract.Destination
-	timeout time.Duration
+	name string
+	d    contract.Destination
 	// auth is the full header value; it is only ever put in a request header.
 	auth   string
 	client *http.Client
@@ -54,11 +53,10 @@ func New(name string, d contract.Destination) (*Adapter, error) {
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("url: %q is not an absolute http(s) URL", d.URL)
 	}
-	timeout := d.Contract.Retry.AttemptTimeout.D()
-	if timeout <= 0 {
+	if d.Contract.Retry.AttemptTimeout <= 0 {
 		return nil, errors.New("contract.retry.attempt_timeout: required and positive")
 	}
-	a := &Adapter{name: name, d: d, timeout: timeout}
+	a := &Adapter{name: name, d: d}
 	if d.Auth != nil {
 		secret, err := d.Auth.Secret()
 		if err != nil {
@@ -94,7 +92,11 @@ func (a *Adapter) String() string { return fmt.Sprintf("httpdest %s (%s)", a.nam
 
 // Deliver POSTs the payload once and classifies what happened.
 func (a *Adapter) Deliver(ctx context.Context, req activities.Request) activities.Outcome {
-	ctx, cancel := context.WithTimeout(ctx, a.timeout)
+	// The delivery's recorded contract: the key header, the replay marker
+	// and the timeout a delivery started under stay its own.
+	c := req.ContractOr(a.d.Contract)
+	timeout := c.Retry.AttemptTimeout.D()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
 	// mayBeWritten turns true as soon as request bytes may have left:
@@ -118,7 +120,7 @@ func (a *Adapter) Deliver(ctx context.Context, req activities.Request) activitie
 	hr.GetBody = nil
 	hr.Header.Set("Content-Type", "application/json")
 	hr.Header.Set("Accept", "application/json")
-	if h := a.d.Contract.KeyHeader; h != "" {
+	if h := c.KeyHeader; h != "" {
 		hr.Header.Set(h, req.Key)
 	}
 	a.authorize(hr)
@@ -132,7 +134,7 @@ func (a *Adapter) Deliver(ctx context.Context, req activities.Request) activitie
 			}
 			return activities.Outcome{Class: contract.ClassNotSent, Error: fmt.Sprintf("not sent, failed %s: %s", where, cause(err))}
 		}
-		return activities.Outcome{Class: contract.ClassUnknown, Error: a.afterWrite(ctx, err)}
+		return activities.Outcome{Class: contract.ClassUnknown, Error: afterWrite(ctx, err, timeout)}
 	}
 	defer resp.Body.Close()
 
@@ -142,7 +144,7 @@ func (a *Adapter) Deliver(ctx context.Context, req activities.Request) activitie
 		body = nil
 	}
 	out := activities.Outcome{
-		Class:      classify(resp.StatusCode, resp.Header, body, a.d.Contract.ReplayMarker),
+		Class:      classify(resp.StatusCode, resp.Header, body, c.ReplayMarker),
 		StatusCode: resp.StatusCode,
 	}
 	switch out.Class {
@@ -151,7 +153,7 @@ func (a *Adapter) Deliver(ctx context.Context, req activities.Request) activitie
 			// The status says the effect exists, but the receipt is lost;
 			// a retry (replay) or a lookup recovers it.
 			out.Class = contract.ClassUnknown
-			out.Error = fmt.Sprintf("HTTP %d, then the response body broke off: %s", resp.StatusCode, a.afterWrite(ctx, readErr))
+			out.Error = fmt.Sprintf("HTTP %d, then the response body broke off: %s", resp.StatusCode, afterWrite(ctx, readErr, timeout))
 			return out
 		}
 		r := receipt(resp.StatusCode, body)
@@ -182,7 +184,7 @@ func (a *Adapter) Lookup(ctx context.Context, req activities.Request) (activitie
 		"{business_id}", url.QueryEscape(req.BusinessID),
 	).Replace(a.d.LookupURL)
 
-	ctx, cancel := context.WithTimeout(ctx, a.timeout)
+	ctx, cancel := context.WithTimeout(ctx, req.ContractOr(a.d.Contract).Retry.AttemptTimeout.D())
 	defer cancel()
 	hr, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
@@ -219,10 +221,10 @@ func (a *Adapter) authorize(hr *http.Request) {
 }
 
 // afterWrite describes a failure once the request may have been written.
-func (a *Adapter) afterWrite(ctx context.Context, err error) string {
+func afterWrite(ctx context.Context, err error, timeout time.Duration) string {
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded):
-		return fmt.Sprintf("no response within the attempt timeout (%s) after the request was written", a.timeout)
+		return fmt.Sprintf("no response within the attempt timeout (%s) after the request was written", timeout)
 	case errors.Is(err, context.Canceled):
 		return "attempt canceled after the request was written"
 	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):

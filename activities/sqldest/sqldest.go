@@ -107,7 +107,7 @@ func (a *Adapter) Deliver(ctx context.Context, req activities.Request) activitie
 		return activities.Outcome{Class: contract.ClassRejected,
 			Error: "request without key or fingerprint: nothing was sent"}
 	}
-	ctx, cancel := a.attemptContext(ctx)
+	ctx, cancel := a.attemptContext(ctx, req)
 	defer cancel()
 
 	tx, err := a.db.BeginTx(ctx, nil)
@@ -166,7 +166,7 @@ func (a *Adapter) existing(ctx context.Context, req activities.Request) activiti
 // Lookup finds the effect stored under the request's key. It does not compare
 // fingerprints: it answers whether an effect exists, as the interface asks.
 func (a *Adapter) Lookup(ctx context.Context, req activities.Request) (activities.Found, error) {
-	ctx, cancel := a.attemptContext(ctx)
+	ctx, cancel := a.attemptContext(ctx, req)
 	defer cancel()
 	row, found, err := a.row(ctx, req.Key)
 	if err != nil {
@@ -239,9 +239,15 @@ func scanRow(s interface{ Scan(...any) error }) (Row, error) {
 	return r, nil
 }
 
-func (a *Adapter) attemptContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	if a.timeout > 0 {
-		return context.WithTimeout(ctx, a.timeout)
+// attemptContext bounds one attempt by the delivery's recorded timeout, or
+// the configured one for a request that carries no contract.
+func (a *Adapter) attemptContext(ctx context.Context, req activities.Request) (context.Context, context.CancelFunc) {
+	timeout := a.timeout
+	if req.Contract != nil {
+		timeout = req.Contract.Retry.AttemptTimeout.D()
+	}
+	if timeout > 0 {
+		return context.WithTimeout(ctx, timeout)
 	}
 	return context.WithCancel(ctx)
 }

@@ -134,7 +134,7 @@ func setup(t *testing.T) *cli {
 	// Only these may decide reviews: the workflow checks, the CLI reports.
 	env.Config.Reviewers = []string{"alice", "bob"}
 
-	workers := worker.New(srv.Client(), env.Config, env.Activities, sdkworker.Options{})
+	workers := worker.New(srv.Client(), env.Config, env.WorkerActivities(srv.Client()), sdkworker.Options{})
 	wctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- worker.Run(wctx, workers) }()

@@ -1,0 +1,76 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/abde64c9/courier/activities"
+	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/workflows"
+)
+
+// NewActivities returns Courier's activities over the opened adapters, with
+// the configured contracts (a delivery's first attempt records one) and
+// the client that reads a workflow ID's earlier runs.
+func NewActivities(c client.Client, cfg contract.Config, ads *Adapters) *activities.Activities {
+	acts := &activities.Activities{Adapters: ads.ByName, Contracts: cfg.Contracts()}
+	if c != nil {
+		acts.Runs = earlierRuns{c}
+	}
+	return acts
+}
+
+// maxEarlierRuns bounds how many runs of one workflow ID are read; a
+// delivery ID with more than this is far outside any normal use, and the
+// first ones found already decide.
+const maxEarlierRuns = 50
+
+// earlierRuns reads a delivery's other runs from the server: the list from
+// visibility, each completed run's result from its closing event.
+type earlierRuns struct{ c client.Client }
+
+func (r earlierRuns) Earlier(ctx context.Context, workflowID, runID string) ([]activities.EarlierRun, error) {
+	var out []activities.EarlierRun
+	req := &workflowservice.ListWorkflowExecutionsRequest{
+		Query:    fmt.Sprintf("WorkflowId = '%s'", strings.ReplaceAll(workflowID, "'", "")),
+		PageSize: maxEarlierRuns,
+	}
+	resp, err := r.c.ListWorkflow(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("list runs of %s: %w", workflowID, err)
+	}
+	for _, e := range resp.GetExecutions() {
+		id := e.GetExecution().GetRunId()
+		if id == runID || e.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			continue
+		}
+		run := activities.EarlierRun{
+			RunID:  id,
+			Status: strings.ToLower(strings.TrimPrefix(e.GetStatus().String(), "WorkflowExecutionStatus")),
+			Closed: e.GetCloseTime().AsTime(),
+		}
+		if e.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+			var res workflows.DeliveryResult
+			if err := r.c.GetWorkflow(ctx, workflowID, id).Get(ctx, &res); err != nil {
+				return nil, fmt.Errorf("read the result of run %s of %s: %w", id, workflowID, err)
+			}
+			run.Status = string(res.Status)
+			run.NothingApplied = res.LeftNoEffect()
+			for _, at := range res.Attempts {
+				if !at.Class.NothingApplied() {
+					run.FirstAttempt = at.Started
+					break
+				}
+			}
+		}
+		// Any other close (terminated, failed, timed out) may have applied
+		// the effect: it counts, whatever its attempts.
+		out = append(out, run)
+	}
+	return out, nil
+}
