@@ -11,8 +11,9 @@ package testsuite
 //	  null), duplicate member, lone surrogate     by hand (rejected, no attempt)
 //	payload over 256 KiB                        starter; workflow by hand                  TestBadStarts
 //	field over 255 bytes, field missing         starter; workflow by hand                  TestBadStarts
-//	unknown destination                         workflow, before any attempt (the          TestBadStarts
-//	                                              starter cannot know the workers' config)
+//	unknown destination                         the worker, at the first attempt, which    TestBadStarts
+//	                                              sends nothing (the starter cannot know
+//	                                              the workers' config)
 //	workflow input that is not a delivery       the workflow fails (it cannot decode its   TestBadStarts
 //	                                              input), no attempt
 //	hand-made workflow ID                       workflow, before any attempt               TestHandMadeWorkflowID
@@ -188,12 +189,15 @@ func waitResult(ctx context.Context, t *testing.T, c client.Client, in workflows
 	return res
 }
 
-// requireRejected: the delivery ended rejected, saying why, before any attempt.
+// requireRejected: the delivery ended rejected, saying why, before any
+// attempt or at one that sent nothing (a destination the worker lacks).
 func requireRejected(t *testing.T, res workflows.DeliveryResult, want string) {
 	t.Helper()
 	require.Equal(t, workflows.StatusRejected, res.Status)
 	require.Contains(t, res.Error, want)
-	require.Empty(t, res.Attempts, "rejected before any attempt")
+	for _, at := range res.Attempts {
+		require.Equal(t, contract.ClassUnconfigured, at.Class, "rejected before anything was sent")
+	}
 }
 
 // TestBadDestinationsFiles: each broken destinations file stops the worker
