@@ -41,6 +41,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	stopShared()
+	removeCourierBinary()
 	os.Exit(code)
 }
 
