@@ -32,9 +32,9 @@ faultlab:
 soak: $(TEMPORAL)
 	go run ./cmd/courier soak
 
-## histories: re-record the replay histories (only when a fault case changes)
+## histories: record a set of replay histories, SET=name (a new set after a workflow change; never an older one)
 histories: $(TEMPORAL)
-	go run ./testsuite/record
+	go run ./testsuite/record -set $(SET)
 
 ## temporal: build the pinned Temporal CLI into bin/
 temporal: $(TEMPORAL)

@@ -73,11 +73,21 @@ type Outcome struct {
 	Error      string         `json:"error,omitempty"`
 	// RetryAfter is the destination's own pacing (Retry-After), if any.
 	RetryAfter time.Duration `json:"retry_after,omitempty"`
-	// Contract is what the attempt ran under, when the request carried none:
-	// the delivery records it with its first attempt and decides from it.
-	Contract *contract.Contract `json:"contract,omitempty"`
+	// Terms are what the attempt ran under, when the request carried no
+	// contract: the delivery records them with its first attempt and
+	// decides from them.
+	Terms *Terms `json:"terms,omitempty"`
 	// EarlierRuns, with class earlier_run, are the runs that stopped it.
 	EarlierRuns []EarlierRun `json:"earlier_runs,omitempty"`
+}
+
+// Terms are what a delivery takes from the worker's destinations file once,
+// records in its history and decides from ever after: its destination's
+// contract and who may review it.
+type Terms struct {
+	// Contract is nil when the worker has no such destination.
+	Contract  *contract.Contract `json:"contract,omitempty"`
+	Reviewers []string           `json:"reviewers,omitempty"`
 }
 
 // EarlierRun is a finished run of the same workflow ID as the current one.
@@ -127,9 +137,11 @@ type Adapter interface {
 // Activities holds the worker's adapters, one per configured destination.
 type Activities struct {
 	Adapters map[string]Adapter
-	// Contracts are the worker's current contracts, by destination: the
-	// first attempt of a delivery runs under one and records it.
+	// Contracts are the worker's current contracts, by destination, and
+	// Reviewers who may review: a delivery's first attempt runs under and
+	// records them.
 	Contracts map[string]contract.Contract
+	Reviewers []string
 	// Runs reads earlier runs before an attempt that a repeat would
 	// duplicate; without it such an attempt is not sent.
 	Runs Runs
@@ -189,7 +201,9 @@ func (a *Activities) Attempt(ctx context.Context, req Request) (Outcome, error) 
 	if checked {
 		out = ad.Deliver(ctx, req)
 	}
-	out.Contract = current
+	if current != nil {
+		out.Terms = &Terms{Contract: current, Reviewers: a.Reviewers}
+	}
 	activity.GetLogger(ctx).Info("attempt finished",
 		"key", req.Key, "destination", req.Destination, "attempt", req.Attempt,
 		"class", out.Class, "status_code", out.StatusCode, "error", out.Error)
@@ -281,16 +295,15 @@ func (a *Activities) Lookup(ctx context.Context, req Request) (Found, error) {
 	return f, nil
 }
 
-// ResolveContract returns the worker's current contract for a destination,
-// for a delivery that has none recorded yet (its first attempt was lost
-// before it could report one). Run as a local activity: its answer is
-// recorded.
-func (a *Activities) ResolveContract(_ context.Context, destination string) (*contract.Contract, error) {
-	c, ok := a.Contracts[destination]
-	if !ok {
-		return nil, nil
+// ResolveTerms returns the worker's current terms for a destination, for a
+// delivery that has none recorded yet (its first attempt was lost before it
+// could report them). Run as a local activity: its answer is recorded.
+func (a *Activities) ResolveTerms(_ context.Context, destination string) (Terms, error) {
+	t := Terms{Reviewers: a.Reviewers}
+	if c, ok := a.Contracts[destination]; ok {
+		t.Contract = &c
 	}
-	return &c, nil
+	return t, nil
 }
 
 // RemindReview tells operators that a delivery still waits for a decision.

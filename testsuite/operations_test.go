@@ -25,15 +25,19 @@ import (
 	"github.com/stretchr/testify/require"
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	sdktest "go.temporal.io/sdk/testsuite"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/devserver"
 	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/starter"
+	"github.com/abde64c9/courier/worker"
 	"github.com/abde64c9/courier/workflows"
 )
 
@@ -229,12 +233,14 @@ func parked(st workflows.DeliveryStatus) bool { return st.State == workflows.Sta
 
 // historyFacts reads one run's history: how many workflow tasks failed and
 // how many attempts it scheduled.
-func (s *opsStack) historyFacts(ctx context.Context, wid, runID string) (failedTasks, attempts int) {
+func (s *opsStack) historyFacts(ctx context.Context, wid, runID string) (hist *historypb.History, failedTasks, attempts int) {
 	s.t.Helper()
+	hist = &historypb.History{}
 	it := s.c.GetWorkflowHistory(ctx, wid, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		ev, err := it.Next()
 		require.NoError(s.t, err)
+		hist.Events = append(hist.Events, ev)
 		switch ev.GetEventType() {
 		case enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED:
 			// A reset marks the point it resets to with a failed task.
@@ -247,16 +253,25 @@ func (s *opsStack) historyFacts(ctx context.Context, wid, runID string) (failedT
 			}
 		}
 	}
-	return failedTasks, attempts
+	return hist, failedTasks, attempts
 }
 
 // requireSound checks what every delivery must satisfy whatever was done to
 // it: no failed workflow task, a result listing every attempt history
-// holds, and rejected only when nothing was applied.
+// holds, rejected only when nothing was applied, and a history that replays
+// on a worker with no destinations at all (its decisions are in it).
 func (s *opsStack) requireSound(ctx context.Context, res workflows.DeliveryResult) {
 	s.t.Helper()
 	wid := workflows.WorkflowID(res.Key)
-	failed, attempts := s.historyFacts(ctx, wid, "")
+	desc, err := s.c.DescribeWorkflowExecution(ctx, wid, "")
+	require.NoError(s.t, err)
+	runID := desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	hist, failed, attempts := s.historyFacts(ctx, wid, runID)
+	replayer := sdkworker.NewWorkflowReplayer()
+	worker.RegisterWorkflow(replayer, contract.Config{})
+	require.NoError(s.t, replayer.ReplayWorkflowHistoryWithOptions(replayLogger, hist,
+		sdkworker.ReplayWorkflowHistoryOptions{OriginalExecution: workflow.Execution{ID: wid, RunID: runID}}),
+		"%s: replay without destinations", wid)
 	require.Zero(s.t, failed, "%s: a workflow task failed", wid)
 	require.Len(s.t, res.Attempts, attempts, "%s: the result lists every attempt of its history", wid)
 	if res.Status == workflows.StatusRejected {
@@ -547,7 +562,7 @@ func TestReviewFloodStaysBounded(t *testing.T) {
 			Metadata: map[string][]byte{converter.MetadataEncoding: []byte(encoding)}, Data: []byte(data)})
 	}
 	kinds := []any{
-		workflows.ReviewDecision{Decision: "retry", Reviewer: "mallory"},  // not on the allow-list
+		workflows.ReviewDecision{Decision: "retry", Reviewer: "mallory"},   // not on the allow-list
 		raw(converter.MetadataEncodingJSON, `{"decision": "retry", "revi`), // malformed JSON
 		raw(converter.MetadataEncodingBinary, "\x00\x01 not json at all"),  // not JSON
 		workflows.ReviewDecision{Decision: "perhaps", Reviewer: "ops"},     // unknown decision

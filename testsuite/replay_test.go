@@ -16,51 +16,79 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/worker"
 	"github.com/abde64c9/courier/workflows"
 )
 
-// The determinism guard. testdata/histories holds the history of every
-// Delivery workflow each seed fault case ran on a real dev server;
-// regenerate them (when a case changes) from the repository root with
+// The determinism guard. testdata/histories holds sets of histories, one
+// per workflow version that changed what histories hold; each set has the
+// history of every Delivery workflow each seed fault case ran on a real dev
+// server. Record a new set (when the workflow changes) from the repository
+// root with
 //
-//	go run ./testsuite/record
+//	go run ./testsuite/record -set NAME
 //
-// A change to the workflow that alters its command sequence must keep these
-// replaying, which means putting it behind workflow.GetVersion.
+// A change to the workflow that alters its command sequence must keep every
+// set replaying, which means putting it behind workflow.GetVersion.
 
 const historiesDir = "testdata/histories"
 
-// recordedHistories reads the index and checks that it covers every fault
-// case and names every history in the folder.
+// Sets of recorded histories: deliveries that decided from the worker's
+// destinations file, and deliveries that decide from the contract recorded
+// with their first attempt.
+const (
+	setConfigContract   = "config-contract"
+	setRecordedContract = "recorded-contract"
+)
+
+// recordedHistories reads every set's index and checks that each covers
+// every fault case and names every history in its folder.
 func recordedHistories(t *testing.T) []RecordedHistory {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(historiesDir, HistoryIndexFile))
-	require.NoError(t, err, "regenerate with: go run ./testsuite/record")
+	indexes, err := filepath.Glob(filepath.Join(historiesDir, "*", HistoryIndexFile))
+	require.NoError(t, err)
+	var sets []string
+	for _, idx := range indexes {
+		sets = append(sets, filepath.Base(filepath.Dir(idx)))
+	}
+	require.ElementsMatch(t, []string{setConfigContract, setRecordedContract}, sets)
+	var hs []RecordedHistory
+	for _, set := range sets {
+		hs = append(hs, recordedSet(t, set)...)
+	}
+	return hs
+}
+
+func recordedSet(t *testing.T, set string) []RecordedHistory {
+	t.Helper()
+	dir := filepath.Join(historiesDir, set)
+	b, err := os.ReadFile(filepath.Join(dir, HistoryIndexFile))
+	require.NoError(t, err, "record with: go run ./testsuite/record -set %s", set)
 	var index []RecordedCase
 	require.NoError(t, json.Unmarshal(b, &index))
 	recorded := map[string]bool{}
 	var hs []RecordedHistory
 	var files []string
 	for _, rc := range index {
-		require.NotEmpty(t, rc.Histories, "case %q has no history", rc.Case)
+		require.NotEmpty(t, rc.Histories, "%s: case %q has no history", set, rc.Case)
 		recorded[rc.Seed+"/"+rc.Case] = true
 		for _, h := range rc.Histories {
-			h.File = filepath.Join(historiesDir, h.File)
+			h.File = filepath.Join(dir, h.File)
 			hs = append(hs, h)
 			files = append(files, h.File)
 		}
 	}
 	for _, c := range Cases() {
 		require.True(t, recorded[c.Seed+"/"+c.Name],
-			"case %q has no recorded history: regenerate with go run ./testsuite/record", c.Name)
+			"%s: case %q has no recorded history", set, c.Name)
 	}
-	onDisk, err := filepath.Glob(filepath.Join(historiesDir, "*.json"))
+	onDisk, err := filepath.Glob(filepath.Join(dir, "*.json"))
 	require.NoError(t, err)
 	onDisk = slices.DeleteFunc(onDisk, func(f string) bool { return filepath.Base(f) == HistoryIndexFile })
 	slices.Sort(onDisk)
 	slices.Sort(files)
-	require.Equal(t, onDisk, files, "index.json and the histories on disk disagree: regenerate them")
+	require.Equal(t, onDisk, files, "%s: index.json and the histories on disk disagree", set)
 	return hs
 }
 
@@ -90,6 +118,20 @@ func TestReplayRecordedHistories(t *testing.T) {
 	hs := recordedHistories(t)
 	replayer := sdkworker.NewWorkflowReplayer()
 	worker.RegisterWorkflow(replayer, replayDestinations)
+	for _, h := range hs {
+		t.Run(filepath.Base(filepath.Dir(h.File))+"/"+filepath.Base(h.File), func(t *testing.T) {
+			require.NoError(t, replay(t, replayer, h, replayLogger))
+		})
+	}
+}
+
+// TestReplayWithoutDestinations: a delivery that recorded its contract
+// replays on a worker whose destinations file has none of its destinations
+// (they were edited or removed since): its decisions come from history.
+func TestReplayWithoutDestinations(t *testing.T) {
+	hs := recordedSet(t, setRecordedContract)
+	replayer := sdkworker.NewWorkflowReplayer()
+	worker.RegisterWorkflow(replayer, contract.Config{})
 	for _, h := range hs {
 		t.Run(filepath.Base(h.File), func(t *testing.T) {
 			require.NoError(t, replay(t, replayer, h, replayLogger))

@@ -214,6 +214,8 @@ func TestReviewDecisionValidate(t *testing.T) {
 func (s *ReviewSuite) TestReviewerAllowList() {
 	cfg := s.dest.Config
 	cfg.Reviewers = []string{"alice"}
+	// The first attempt records the worker's reviewers with its contract.
+	s.dest.Activities.Reviewers = cfg.Reviewers
 	s.at(time.Hour, func() {
 		s.env.UpdateWorkflow(workflows.UpdateReview, "mallory", &sdktest.TestUpdateCallback{
 			OnReject:   func(err error) { s.ErrorContains(err, `reviewer: "mallory" may not review deliveries; allowed: alice`) },

@@ -18,7 +18,7 @@ import (
 // the configured contracts (a delivery's first attempt records one) and
 // the client that reads a workflow ID's earlier runs.
 func NewActivities(c client.Client, cfg contract.Config, ads *Adapters) *activities.Activities {
-	acts := &activities.Activities{Adapters: ads.ByName, Contracts: cfg.Contracts()}
+	acts := &activities.Activities{Adapters: ads.ByName, Contracts: cfg.Contracts(), Reviewers: cfg.Reviewers}
 	if c != nil {
 		acts.Runs = earlierRuns{c}
 	}

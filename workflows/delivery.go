@@ -59,7 +59,7 @@ func ActivityTaskQueue(name string, d contract.Destination) string {
 // Delivery delivers one business operation exactly once in effect, or stops
 // for a human decision when the destination cannot tell.
 func (ds *Deliveries) Delivery(ctx workflow.Context, in DeliveryInput) (DeliveryResult, error) {
-	d := &delivery{in: in, state: StateDelivering, reviewers: ds.reviewers, destinations: ds.destinations}
+	d := &delivery{in: in, state: StateDelivering, configReviewers: ds.reviewers, destinations: ds.destinations}
 	if err := d.setup(ctx); err != nil {
 		return DeliveryResult{}, err
 	}
@@ -72,11 +72,10 @@ type delivery struct {
 	state State
 	res   DeliveryResult
 	// decision is an accepted review decision not yet acted on.
-	decision  *ReviewDecision
-	reviewers []string
-	// contract is the recorded contract every decision uses; nil until the
-	// first attempt reports it.
-	contract *contract.Contract
+	decision *ReviewDecision
+	// terms are the recorded contract and reviewers every decision uses;
+	// nil until the first attempt reports them.
+	terms *activities.Terms
 	// startedFirst: the Go starter started this run (its memo is there),
 	// which it does only as the operation's first run or a checked restart.
 	startedFirst bool
@@ -84,7 +83,10 @@ type delivery struct {
 	// allowed this run to send past.
 	acknowledged []string
 	// destinations route attempts (see route); they decide nothing.
-	destinations map[string]contract.Destination
+	// configReviewers are only for deliveries from before terms were
+	// recorded.
+	destinations    map[string]contract.Destination
+	configReviewers []string
 }
 
 func (d *delivery) setup(ctx workflow.Context) error {
@@ -240,23 +242,23 @@ func (d *delivery) run(ctx workflow.Context) (DeliveryResult, error) {
 	}
 }
 
-// versionRecordedContract marks deliveries that decide from the contract in
+// versionRecordedContract marks deliveries that decide from the terms in
 // their history. Asked only where a delivery has none recorded, so the
-// happy path (whose first attempt records it) writes no version marker.
+// happy path (whose first attempt records them) writes no version marker.
 const versionRecordedContract = "recorded-contract"
 
 // recordedContract is the contract every decision of this delivery uses:
 // the one its first attempt ran under and reported, recorded in history.
 // When the first attempt was lost before reporting, the worker's current
-// contract is recorded instead, by a local activity. nil: no worker has the
-// destination.
+// terms are recorded instead, by a local activity. nil: no worker had the
+// destination when they were recorded.
 func (d *delivery) recordedContract(ctx workflow.Context) (*contract.Contract, error) {
-	if d.contract != nil {
-		return d.contract, nil
+	if d.terms != nil {
+		return d.terms.Contract, nil
 	}
 	if workflow.GetVersion(ctx, versionRecordedContract, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-		// A delivery that started before contracts were recorded decides,
-		// as it always did, from the worker's destinations file.
+		// A delivery that started before terms were recorded decides, as
+		// it always did, from the worker's destinations file.
 		if dest, ok := d.destinations[d.in.Destination]; ok {
 			return &dest.Contract, nil
 		}
@@ -266,12 +268,29 @@ func (d *delivery) recordedContract(ctx workflow.Context) (*contract.Contract, e
 		StartToCloseTimeout: 10 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
 	})
-	var c *contract.Contract
-	if err := workflow.ExecuteLocalActivity(lctx, a.ResolveContract, d.in.Destination).Get(ctx, &c); err != nil {
-		return nil, fmt.Errorf("record the contract of %q: %w", d.in.Destination, err)
+	var t activities.Terms
+	if err := workflow.ExecuteLocalActivity(lctx, a.ResolveTerms, d.in.Destination).Get(ctx, &t); err != nil {
+		return nil, fmt.Errorf("record the terms of %q: %w", d.in.Destination, err)
 	}
-	d.contract = c
-	return c, nil
+	d.terms = &t
+	return t.Contract, nil
+}
+
+// recorded is the recorded contract, nil before the first attempt reports it.
+func (d *delivery) recorded() *contract.Contract {
+	if d.terms == nil {
+		return nil
+	}
+	return d.terms.Contract
+}
+
+// reviewers may decide this delivery's reviews: the recorded ones, or for a
+// delivery from before terms were recorded, the worker's.
+func (d *delivery) reviewers() []string {
+	if d.terms != nil {
+		return d.terms.Reviewers
+	}
+	return d.configReviewers
 }
 
 // nothingAppliedBefore: no attempt before the last one can have taken effect.
@@ -295,8 +314,8 @@ func (d *delivery) route() (queue string, timeout time.Duration) {
 	if ok {
 		queue, timeout = ActivityTaskQueue(d.in.Destination, dest), dest.Contract.Retry.AttemptTimeout.D()
 	}
-	if d.contract != nil {
-		timeout = d.contract.Retry.AttemptTimeout.D()
+	if c := d.recorded(); c != nil {
+		timeout = c.Retry.AttemptTimeout.D()
 	}
 	return queue, timeout + attemptGrace
 }
@@ -326,8 +345,10 @@ func (d *delivery) attempt(ctx workflow.Context) activities.Outcome {
 	case err != nil:
 		out = activities.Outcome{Class: contract.ClassUnknown, Error: "attempt lost: " + err.Error()}
 	}
-	if d.contract == nil && out.Contract != nil {
-		d.contract = out.Contract
+	// The first attempt's terms are recorded; so are those of the first
+	// attempt that found the destination after it had gone missing.
+	if out.Terms != nil && d.recorded() == nil {
+		d.terms = out.Terms
 	}
 	d.res.Attempts = append(d.res.Attempts, Attempt{
 		Number: n, Started: started, Ended: workflow.Now(ctx),
@@ -350,7 +371,7 @@ func (d *delivery) request(ctx workflow.Context, n int) activities.Request {
 		Key: d.res.Key, Fingerprint: d.res.Fingerprint,
 		Tenant: d.in.Tenant, Destination: d.in.Destination, Operation: d.in.Operation.Operation,
 		BusinessID: d.in.BusinessID, Payload: d.in.Payload, Attempt: n,
-		Contract:         d.contract,
+		Contract:         d.recorded(),
 		FirstRun:         d.startedFirst && info.OriginalRunID == info.WorkflowExecution.RunID,
 		AcknowledgedRuns: d.acknowledged,
 	}
@@ -459,8 +480,8 @@ func (d *delivery) checkReview(rd ReviewDecision) error {
 	if err := rd.Validate(); err != nil {
 		return err
 	}
-	if len(d.reviewers) > 0 && !slices.Contains(d.reviewers, rd.Reviewer) {
-		return fmt.Errorf("reviewer: %q may not review deliveries; allowed: %s", rd.Reviewer, strings.Join(d.reviewers, ", "))
+	if allowed := d.reviewers(); len(allowed) > 0 && !slices.Contains(allowed, rd.Reviewer) {
+		return fmt.Errorf("reviewer: %q may not review deliveries; allowed: %s", rd.Reviewer, strings.Join(allowed, ", "))
 	}
 	if d.state != StateAwaitingReview || d.decision != nil {
 		return fmt.Errorf("delivery %s is not awaiting review (state %s)", d.res.Key, d.stateName())

@@ -1,15 +1,18 @@
 // Command record runs every seed fault case against a real Temporal dev
 // server (in memory, started for the run) and writes the history of every
-// Delivery workflow each case ran into testsuite/testdata/histories, as the
-// JSON the SDK's replayer reads. testsuite/replay_test.go replays them all.
+// Delivery workflow each case ran into a new set under
+// testsuite/testdata/histories, as the JSON the SDK's replayer reads.
+// testsuite/replay_test.go replays every set.
 //
 // From the repository root, with bin/temporal built (make temporal):
 //
-//	go run ./testsuite/record
+//	go run ./testsuite/record -set NAME
 //
-// Regenerate when a case is added or changed. A change to the workflow's
-// command sequence goes behind workflow.GetVersion instead: the committed
-// histories are what running deliveries look like, and must keep replaying.
+// Record a new set when the workflow changes what its histories hold (name
+// it after the change), or re-record the newest set when a case is added
+// or changed. Never re-record an older set to make it pass: the committed
+// sets are what running deliveries look like, and must keep replaying; a
+// change to the command sequence goes behind workflow.GetVersion.
 package main
 
 import (
@@ -54,14 +57,19 @@ func main() {
 }
 
 func record(ctx context.Context) error {
-	out := flag.String("out", "", "folder to write the histories to (default testsuite/testdata/histories in this checkout)")
+	set := flag.String("set", "", "the history set to write: a folder under testsuite/testdata/histories; required")
 	flag.Parse()
-	if *out == "" {
-		root, err := devserver.RepoRoot()
-		if err != nil {
-			return fmt.Errorf("-out not set and %w", err)
-		}
-		*out = filepath.Join(root, "testsuite", "testdata", "histories")
+	if *set == "" || strings.ContainsAny(*set, `/\.`) {
+		return fmt.Errorf("-set NAME is required: the folder under testsuite/testdata/histories to write " +
+			"(a new one after a workflow change; never an older set)")
+	}
+	root, err := devserver.RepoRoot()
+	if err != nil {
+		return err
+	}
+	out := filepath.Join(root, "testsuite", "testdata", "histories", *set)
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	exe, err := os.Executable()
@@ -124,7 +132,7 @@ func record(ctx context.Context) error {
 		index = append(index, rc)
 		logger.Warn("recorded", "case", cs.Name, "workflows", len(execs))
 	}
-	return write(*out, files, index)
+	return write(out, files, index)
 }
 
 // newExecutions lists the Delivery workflows not seen before, oldest first.
