@@ -1,17 +1,20 @@
 # The pinned Temporal CLI (dev server 1.29.1, UI 2.42.1), built from source.
 TEMPORAL_CLI_VERSION := v1.5.1
 TEMPORAL := $(CURDIR)/bin/temporal
+# The web UI server courier dev serves (the UI the CLI bundles, with settings).
+UI_SERVER_VERSION := v2.42.1
+UI_SERVER := $(CURDIR)/bin/ui-server/server
 WORKFLOWCHECK_VERSION := v0.6.0
 WORKFLOWCHECK := $(CURDIR)/bin/workflowcheck
 
-.PHONY: dev test temporal faultlab vet lint soak histories
+.PHONY: dev test temporal ui-server faultlab vet lint soak histories
 
 ## dev: run Courier locally (dev server with SQLite, web UI, worker, sandbox destinations)
-dev: $(TEMPORAL)
+dev: $(TEMPORAL) $(UI_SERVER)
 	go run ./cmd/courier dev
 
 ## test: vet, check workflow determinism, test everything (builds the Temporal CLI once)
-test: $(TEMPORAL) vet lint
+test: $(TEMPORAL) $(UI_SERVER) vet lint
 	go test -count=1 -timeout 30m ./...
 
 vet:
@@ -41,3 +44,9 @@ temporal: $(TEMPORAL)
 
 $(TEMPORAL):
 	GOBIN=$(CURDIR)/bin go install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_CLI_VERSION)
+
+## ui-server: build the pinned web UI server into bin/ui-server/
+ui-server: $(UI_SERVER)
+
+$(UI_SERVER):
+	GOBIN=$(CURDIR)/bin/ui-server go install github.com/temporalio/ui-server/v2/cmd/server@$(UI_SERVER_VERSION)

@@ -3,6 +3,7 @@ package deploy
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +22,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/devserver"
 	"github.com/abde64c9/courier/workflows"
 )
 
@@ -616,4 +619,31 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(filepath.Dir(builtBin))
 	}
 	os.Exit(code)
+}
+
+// TestComposeWebUIMatchesDev: the compose file's web UI has the action
+// switches `courier dev` serves its UI with (no start, no reset; signals
+// and updates on), under the names the pinned ui-server reads.
+func TestComposeWebUIMatchesDev(t *testing.T) {
+	c := loadCompose(t)
+	ui, ok := c.Services["temporal-ui"]
+	require.True(t, ok, "docker-compose.yml has no temporal-ui service")
+	require.Equal(t, "temporalio/ui:"+strings.TrimPrefix(devserver.UIServerVersion, "v"), ui.Image,
+		"the compose UI and the dev stack's UI server are one version")
+	for _, s := range devserver.UISettings {
+		require.Equal(t, strconv.FormatBool(s.Value), ui.Environment[s.Env], "temporal-ui: %s", s.Env)
+	}
+
+	// The names are the ones the ui-server image's config template reads.
+	out, err := exec.Command("go", "mod", "download", "-json",
+		"github.com/temporalio/ui-server/v2@"+devserver.UIServerVersion).Output()
+	require.NoError(t, err, "the ui-server module (make ui-server fetches it)")
+	var mod struct{ Dir string }
+	require.NoError(t, json.Unmarshal(out, &mod))
+	tmpl, err := os.ReadFile(filepath.Join(mod.Dir, "config", "docker.yaml"))
+	require.NoError(t, err)
+	for _, s := range devserver.UISettings {
+		require.Regexp(t, regexp.MustCompile(`(?m)^`+s.Key+`: \{\{ env "`+s.Env+`"`), string(tmpl),
+			"ui-server %s reads %s as %s", devserver.UIServerVersion, s.Env, s.Key)
+	}
 }

@@ -1,5 +1,6 @@
 // Package devstack runs Courier on one machine without Docker: the pinned
-// Temporal dev server (SQLite file, web UI, Courier's search attributes),
+// Temporal dev server (SQLite file, Courier's search attributes, deliveries
+// kept for 30 days), the web UI server (without start and reset),
 // the sandbox destinations and a worker over the sample destinations file,
 // all keeping their state in one folder so the next run finds it again.
 // It is what `courier dev` runs.
@@ -19,9 +20,12 @@ import (
 	"strings"
 	"time"
 
+	namespacepb "go.temporal.io/api/namespace/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/abde64c9/courier/config"
 	"github.com/abde64c9/courier/contract"
@@ -74,6 +78,7 @@ type Options struct {
 type Stack struct {
 	o          Options
 	server     *testsuite.DevServer
+	ui         *devserver.UI
 	serverLog  *os.File
 	sandbox    *sandbox.Server
 	sandboxWeb *http.Server
@@ -165,10 +170,19 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if s.server, err = devserver.Start(ctx, devserver.Options{
 		DBFile:        filepath.Join(o.Dir, TemporalDB),
 		HostPort:      s.hostPort(),
-		UI:            true,
-		UIPort:        strconv.Itoa(o.UIPort),
 		Log:           s.serverLog,
 		ClientOptions: client.Options{Namespace: Namespace, Logger: sdklog.NewStructuredLogger(o.Logger)},
+	}); err != nil {
+		return nil, fmt.Errorf("%w (see %s)", err, s.serverLog.Name())
+	}
+
+	if err := keepDeliveries(ctx, s.server.Client()); err != nil {
+		return nil, err
+	}
+	// The dev server's bundled UI takes no settings: this one does not offer
+	// to start or reset a delivery again.
+	if s.ui, err = devserver.StartUI(ctx, devserver.UIOptions{
+		Dir: filepath.Join(o.Dir, "ui"), Temporal: s.hostPort(), Port: o.UIPort, Log: s.serverLog,
 	}); err != nil {
 		return nil, fmt.Errorf("%w (see %s)", err, s.serverLog.Name())
 	}
@@ -213,6 +227,30 @@ func Destinations(sandboxURL, dir string) (contract.Config, error) {
 	return cfg, nil
 }
 
+// Retention is how long `courier dev` keeps finished deliveries, and so
+// how long it recognises a repeated request as the same delivery.
+const Retention = 30 * 24 * time.Hour
+
+// keepDeliveries sets the namespace's retention to Retention when it is
+// shorter (the dev server creates it with one day).
+func keepDeliveries(ctx context.Context, c client.Client) error {
+	desc, err := c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: Namespace})
+	if err != nil {
+		return fmt.Errorf("describe namespace %s: %w", Namespace, err)
+	}
+	if desc.GetConfig().GetWorkflowExecutionRetentionTtl().AsDuration() >= Retention {
+		return nil
+	}
+	_, err = c.WorkflowService().UpdateNamespace(ctx, &workflowservice.UpdateNamespaceRequest{
+		Namespace: Namespace,
+		Config:    &namespacepb.NamespaceConfig{WorkflowExecutionRetentionTtl: durationpb.New(Retention)},
+	})
+	if err != nil {
+		return fmt.Errorf("set the retention of namespace %s to %s: %w", Namespace, Retention, err)
+	}
+	return nil
+}
+
 func checkFree(port int, flag, what string) error {
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
@@ -250,6 +288,9 @@ func (s *Stack) Stop() error {
 	var errs []error
 	if s.worker != nil {
 		errs = append(errs, s.worker.Stop())
+	}
+	if s.ui != nil {
+		errs = append(errs, s.ui.Stop())
 	}
 	if s.sandboxWeb != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -137,7 +137,7 @@ func attemptClass(out activities.Outcome, err error) contract.Class {
 	case err == nil:
 		return out.Class
 	case errors.As(err, &appErr) && appErr.Type() == activities.ErrUnknownDestination:
-		return contract.ClassRejected
+		return contract.ClassUnconfigured
 	}
 	return contract.ClassUnknown
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
@@ -118,6 +119,7 @@ func StartProcess(ctx context.Context, o ProcessOptions) (_ *Process, err error)
 			"start one locally with `courier dev`, or set TEMPORAL_ADDRESS and TEMPORAL_NAMESPACE", co.HostPort, co.Namespace, err)
 	}
 	p.checkSearchAttributes(ctx, co.Namespace)
+	retention := p.retention(ctx, co.Namespace)
 
 	cache := o.CacheSize
 	if cache <= 0 {
@@ -156,6 +158,12 @@ func StartProcess(ctx context.Context, o ProcessOptions) (_ *Process, err error)
 	p.ready.Store(true)
 	logger.Info("courier worker running", "temporal", co.HostPort, "namespace", co.Namespace,
 		"task_queue", workflows.TaskQueue, "destinations", o.Config.Names(), "metrics", p.addr)
+	if retention > 0 {
+		// The horizon of "one run per operation": past it a repeated request
+		// starts a new delivery, which only a destination's own dedup stops.
+		logger.Info("a repeated request joins its delivery while the namespace keeps it",
+			"namespace", co.Namespace, "retention", retention.String())
+	}
 	return p, nil
 }
 
@@ -233,6 +241,17 @@ func (p *Process) checkSearchAttributes(ctx context.Context, namespace string) {
 			"create them with `temporal operator search-attribute create --name NAME --type Keyword` for each",
 			"namespace", namespace, "missing", missing)
 	}
+}
+
+// retention is the namespace's retention of finished workflows; 0 when it
+// cannot be read.
+func (p *Process) retention(ctx context.Context, namespace string) time.Duration {
+	desc, err := p.client.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: namespace})
+	if err != nil {
+		p.log.Debug("cannot describe namespace", "namespace", namespace, "error", err)
+		return 0
+	}
+	return desc.GetConfig().GetWorkflowExecutionRetentionTtl().AsDuration()
 }
 
 // Client is the process's Temporal client.
