@@ -145,6 +145,10 @@ type Activities struct {
 	// Runs reads earlier runs before an attempt that a repeat would
 	// duplicate; without it such an attempt is not sent.
 	Runs Runs
+	// StopGrace, when set, is how long an attempt may go on once its worker
+	// is stopping; then it is cut short and reports what it knows (sent or
+	// not) before the worker exits. Keep it under the worker's stop timeout.
+	StopGrace time.Duration
 	// OnReminder, when set, is told about each review reminder (metrics, paging).
 	OnReminder func(Reminder)
 }
@@ -197,6 +201,8 @@ func (a *Activities) Attempt(ctx context.Context, req Request) (Outcome, error) 
 	}
 	stop := heartbeat(ctx)
 	defer stop()
+	ctx, cancel := a.cutShortOnStop(ctx)
+	defer cancel()
 	out, checked := a.guard(ctx, req)
 	if checked {
 		out = ad.Deliver(ctx, req)
@@ -254,6 +260,33 @@ func (a *Activities) guard(ctx context.Context, req Request) (_ Outcome, ok bool
 		Error: fmt.Sprintf("not sent: this is not the operation's first run, and %s may have applied it: "+
 			"dedup %s would not recognise a repeat", strings.Join(names, "; "), c.Dedup),
 	}, false
+}
+
+// cutShortOnStop cancels ctx StopGrace after the worker starts stopping, so
+// that an attempt still running reports its outcome while the worker can
+// still send it, instead of being found lost at its heartbeat timeout.
+func (a *Activities) cutShortOnStop(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	if a.StopGrace <= 0 {
+		return ctx, cancel
+	}
+	stopping := activity.GetWorkerStopChannel(ctx)
+	go func() {
+		select {
+		case <-stopping:
+		case <-ctx.Done():
+			return
+		}
+		t := time.NewTimer(a.StopGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			activity.GetLogger(ctx).Warn("worker stopping: attempt cut short")
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
 }
 
 // heartbeat tells Temporal the attempt's worker is alive until stop is

@@ -194,6 +194,18 @@ func (w *courierWorker) kill() {
 	<-w.done
 }
 
+// stop asks the process to stop gracefully and waits for it to exit.
+func (w *courierWorker) stop(t *testing.T) time.Duration {
+	began := time.Now()
+	require.NoError(t, w.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case <-w.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("courier worker still running 30 s after SIGTERM:\n%s", w.output())
+	}
+	return time.Since(began)
+}
+
 func (s *opsStack) input(dest, name string) workflows.DeliveryInput {
 	id := name + "-" + s.run
 	in := Input(dest, id, Ticket(id, "operations: "+name))
@@ -634,6 +646,48 @@ func TestReviewFloodStaysBounded(t *testing.T) {
 func TestLostWorkerNoticedInSeconds(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	s, w1, key := slowAttempt(ctx, t, "lost-worker")
+	killed := time.Now()
+	w1.kill()
+	s.startWorker()
+	st := s.waitFor(ctx, key, 30*time.Second, "past its lost attempt", func(st workflows.DeliveryStatus) bool {
+		return len(st.Attempts) > 0
+	})
+	noticed := time.Since(killed)
+	require.Equal(t, contract.ClassUnknown, st.Attempts[0].Class)
+	require.Contains(t, strings.ToLower(st.Attempts[0].Error), "heartbeat")
+	require.Less(t, noticed, 20*time.Second, "the next step came %s after the kill", noticed)
+	t.Logf("lost attempt noticed %s after the worker was killed", noticed.Round(100*time.Millisecond))
+	res := s.result(ctx, key)
+	require.Equal(t, workflows.StatusDuplicate, res.Status, "the retry with the same key finds the first effect: %+v", res)
+	s.requireSound(ctx, res)
+	require.Equal(t, 1, s.effects("slow"))
+}
+
+// TestGracefulStopReportsCutShortAttempt: a worker told to stop during a
+// slow attempt cuts it short before its stop timeout and reports it (an
+// unknown outcome: the request was written) before it exits.
+func TestGracefulStopReportsCutShortAttempt(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s, w1, key := slowAttempt(ctx, t, "graceful-stop")
+	took := w1.stop(t)
+	require.Less(t, took, worker.DefaultStopTimeout+5*time.Second)
+	t.Logf("worker stopped in %s", took.Round(100*time.Millisecond))
+	s.startWorker()
+	res := s.result(ctx, key)
+	require.Equal(t, workflows.StatusDuplicate, res.Status, "%+v", res)
+	// Reported by the stopping worker, not found lost at the heartbeat timeout.
+	require.Equal(t, contract.ClassUnknown, res.Attempts[0].Class)
+	require.Contains(t, res.Attempts[0].Error, "canceled after the request was written")
+	s.requireSound(ctx, res)
+	require.Equal(t, 1, s.effects("slow"))
+}
+
+// slowAttempt starts a worker and a delivery whose first attempt the
+// destination commits and then holds unanswered, and returns once that
+// attempt has heartbeated.
+func slowAttempt(ctx context.Context, t *testing.T, name string) (*opsStack, *courierWorker, string) {
 	s := newOpsStack(t, map[string]sandbox.Mode{"slow": sandbox.ModeHonoursKeys})
 	s.deploy(contract.Config{Destinations: map[string]contract.Destination{
 		"slow": s.dest("slow", contract.Contract{Dedup: contract.DedupKey, KeyHeader: "Idempotency-Key",
@@ -644,26 +698,12 @@ func TestLostWorkerNoticedInSeconds(t *testing.T) {
 	w1 := s.startWorker()
 	// The service commits, then holds the answer past the test.
 	require.NoError(t, s.sandbox.Inject("slow", sandbox.Fault{Kind: sandbox.FaultDelayAfterCommit, Count: 1, Delay: 2 * time.Minute}))
-	h, err := s.starter.Start(ctx, s.input("slow", "lost-worker"))
+	h, err := s.starter.Start(ctx, s.input("slow", name))
 	require.NoError(t, err)
 	for deadline := time.Now().Add(20 * time.Second); len(s.sandbox.Requests("slow")) == 0; {
 		require.True(t, time.Now().Before(deadline), "the attempt never reached the destination")
 		time.Sleep(50 * time.Millisecond)
 	}
 	time.Sleep(3 * time.Second) // past the first heartbeat
-	killed := time.Now()
-	w1.kill()
-	s.startWorker()
-	st := s.waitFor(ctx, h.Key, 30*time.Second, "past its lost attempt", func(st workflows.DeliveryStatus) bool {
-		return len(st.Attempts) > 0
-	})
-	noticed := time.Since(killed)
-	require.Equal(t, contract.ClassUnknown, st.Attempts[0].Class)
-	require.Contains(t, strings.ToLower(st.Attempts[0].Error), "heartbeat")
-	require.Less(t, noticed, 20*time.Second, "the next step came %s after the kill", noticed)
-	t.Logf("lost attempt noticed %s after the worker was killed", noticed.Round(100*time.Millisecond))
-	res := s.result(ctx, h.Key)
-	require.Equal(t, workflows.StatusDuplicate, res.Status, "the retry with the same key finds the first effect: %+v", res)
-	s.requireSound(ctx, res)
-	require.Equal(t, 1, s.effects("slow"))
+	return s, w1, h.Key
 }

@@ -30,6 +30,9 @@ const (
 	// an attempt cut short is an unknown outcome the workflow must resolve.
 	DefaultStopTimeout = 10 * time.Second
 	dialTimeout        = 10 * time.Second
+	// stopMargin is left of the stop timeout for a cut-short attempt to
+	// report before the worker exits.
+	stopMargin = 2 * time.Second
 )
 
 // ProcessOptions configures a worker process: what `courier worker` and
@@ -133,6 +136,7 @@ func StartProcess(ctx context.Context, o ProcessOptions) (_ *Process, err error)
 		wo.WorkerStopTimeout = DefaultStopTimeout
 	}
 	acts := NewActivities(p.client, o.Config, p.adapters)
+	acts.StopGrace = max(wo.WorkerStopTimeout-stopMargin, wo.WorkerStopTimeout/2)
 	workers := New(p.client, o.Config, acts, wo)
 	for i, w := range workers {
 		if err := w.Start(); err != nil {

@@ -1,0 +1,176 @@
+package testsuite
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/suite"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	sdktest "go.temporal.io/sdk/testsuite"
+
+	"github.com/abde64c9/courier/activities"
+	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/worker"
+	"github.com/abde64c9/courier/workflows"
+)
+
+// TermsSuite unit-tests the workflow's orchestration around its recorded
+// terms in the test environment, with the attempt's answers scripted: the
+// destination goes missing, the first attempt is lost, an earlier run
+// stops a second one.
+type TermsSuite struct {
+	suite.Suite
+	sdktest.WorkflowTestSuite
+	env  *sdktest.TestWorkflowEnvironment
+	dest *Env
+	in   workflows.DeliveryInput
+}
+
+func TestTerms(t *testing.T) { suite.Run(t, new(TermsSuite)) }
+
+func (s *TermsSuite) SetupTest() {
+	var err error
+	s.dest, err = NewEnv(s.T().TempDir())
+	s.Require().NoError(err)
+	s.env = s.NewTestWorkflowEnvironment()
+	s.in = Input(DestHelpdesk, "terms-"+s.T().Name(), Ticket("terms", "Move the workshop booking"))
+	s.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.WorkflowID(workflows.Key(s.in.Operation))})
+	worker.Register(s.env, s.dest.Config, s.dest.Activities)
+}
+
+func (s *TermsSuite) TearDownTest() {
+	s.env.AssertExpectations(s.T())
+	s.dest.Close()
+}
+
+// terms are what a first attempt at helpdesk reports, as the real activity does.
+func (s *TermsSuite) terms() *activities.Terms {
+	c := s.dest.Config.Destinations[DestHelpdesk].Contract
+	return &activities.Terms{Contract: &c}
+}
+
+func (s *TermsSuite) run() workflows.DeliveryResult {
+	s.env.ExecuteWorkflow(workflows.WorkflowType, s.in)
+	s.Require().True(s.env.IsWorkflowCompleted())
+	s.Require().NoError(s.env.GetWorkflowError())
+	var res workflows.DeliveryResult
+	s.Require().NoError(s.env.GetWorkflowResult(&res))
+	return res
+}
+
+func (s *TermsSuite) status() workflows.DeliveryStatus {
+	st, err := QueryStatus(s.env)
+	s.Require().NoError(err)
+	return st
+}
+
+// TestDestinationRemovedAfterAnAttempt: the second attempt finds no such
+// destination on the worker. Something may have been applied, so the
+// delivery parks, naming what is missing, instead of ending rejected.
+func (s *TermsSuite) TestDestinationRemovedAfterAnAttempt() {
+	s.env.OnActivity(workflows.ActivityAttempt, mock.Anything, mock.Anything).Return(activities.Outcome{
+		Class: contract.ClassUnknown, Error: "connection closed after the request was written", Terms: s.terms(),
+	}, nil).Once()
+	// A key destination retries the unknown outcome; that worker lacks it.
+	s.env.OnActivity(workflows.ActivityAttempt, mock.Anything, mock.Anything).Return(activities.Outcome{},
+		temporal.NewNonRetryableApplicationError(`destination "helpdesk" is not configured on the workers`,
+			activities.ErrUnknownDestination, nil)).Once()
+	s.env.RegisterDelayedCallback(func() {
+		st := s.status()
+		s.Equal(workflows.StateAwaitingReview, st.State)
+		s.Contains(st.Review.Evidence, "not configured")
+		s.env.SignalWorkflow(workflows.SignalReview, workflows.ReviewDecision{Decision: "abandon", Reviewer: "ops", Note: "gone"})
+	}, time.Hour)
+	res := s.run()
+	s.Equal(workflows.StatusAbandoned, res.Status)
+	s.Len(res.Attempts, 2)
+	s.Equal(contract.ClassUnconfigured, res.Attempts[1].Class)
+}
+
+// TestUnconfiguredFirstAttemptIsRejected: nothing was ever sent, so the
+// request is refused as a bad one and may be corrected.
+func (s *TermsSuite) TestUnconfiguredFirstAttemptIsRejected() {
+	s.env.OnActivity(workflows.ActivityAttempt, mock.Anything, mock.Anything).Return(activities.Outcome{},
+		temporal.NewNonRetryableApplicationError(`destination "helpdesk" is not configured on the workers`,
+			activities.ErrUnknownDestination, nil)).Once()
+	res := s.run()
+	s.Equal(workflows.StatusRejected, res.Status)
+	s.True(res.LeftNoEffect())
+}
+
+// TestLostFirstAttemptRecordsTermsLocally: the first attempt is lost with
+// its worker before it reports its terms; the workflow records the
+// worker's current terms by a local activity and decides from them.
+func (s *TermsSuite) TestLostFirstAttemptRecordsTermsLocally() {
+	s.env.OnActivity(workflows.ActivityAttempt, mock.Anything, mock.Anything).Return(activities.Outcome{},
+		errors.New("activity heartbeat timeout")).Once()
+	var second activities.Request
+	s.env.OnActivity(workflows.ActivityAttempt, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, req activities.Request) (activities.Outcome, error) {
+			second = req
+			return activities.Outcome{Class: contract.ClassReplayed, StatusCode: 200,
+				Receipt: &activities.Receipt{ResourceID: "ticket-1", Replayed: true}}, nil
+		}).Once()
+	res := s.run()
+	s.Equal(workflows.StatusDuplicate, res.Status, "dedup key: the lost attempt is retried with the same key")
+	s.Require().NotNil(second.Contract, "the retry carries the recorded contract")
+	s.Equal(contract.DedupKey, second.Contract.Dedup)
+}
+
+// TestEarlierRunParksAndReviewerRetryAcknowledgesIt: an attempt stopped by
+// an earlier run parks; the reviewer's retry lets the next attempt send
+// past exactly the runs the evidence named.
+func (s *TermsSuite) TestEarlierRunParksAndReviewerRetryAcknowledgesIt() {
+	earlier := activities.EarlierRun{RunID: "run-before", Status: "created", Closed: time.Now()}
+	s.env.OnActivity(workflows.ActivityAttempt, mock.Anything, mock.Anything).Return(activities.Outcome{
+		Class: contract.ClassEarlierRun, Error: "not sent: " + earlier.String() + " may have applied it",
+		EarlierRuns: []activities.EarlierRun{earlier}, Terms: s.terms(),
+	}, nil).Once()
+	var second activities.Request
+	s.env.OnActivity(workflows.ActivityAttempt, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, req activities.Request) (activities.Outcome, error) {
+			second = req
+			return activities.Outcome{Class: contract.ClassCreated, StatusCode: 201,
+				Receipt: &activities.Receipt{ResourceID: "ticket-2"}}, nil
+		}).Once()
+	s.env.RegisterDelayedCallback(func() {
+		st := s.status()
+		s.Equal(workflows.StateAwaitingReview, st.State)
+		s.Contains(st.Review.Evidence, "run-before")
+		s.env.SignalWorkflow(workflows.SignalReview, workflows.ReviewDecision{Decision: "retry", Reviewer: "ops", Note: "the earlier one failed"})
+	}, time.Hour)
+	res := s.run()
+	s.Equal(workflows.StatusCreated, res.Status)
+	s.Equal([]string{"run-before"}, second.AcknowledgedRuns)
+}
+
+// TestOverLongDecisionIsRefusedAndCut: the update refuses a field over its
+// limit, naming it; the signal records it cut to the limit.
+func (s *TermsSuite) TestOverLongDecisionIsRefusedAndCut() {
+	s.env.OnActivity(workflows.ActivityAttempt, mock.Anything, mock.Anything).Return(activities.Outcome{
+		Class: contract.ClassUnknown, Error: "lost", Terms: &activities.Terms{Contract: &contract.Contract{
+			Dedup: contract.DedupNone, Retry: contract.Retry{MaxAttempts: 1, AttemptTimeout: contract.Duration(time.Second), Deadline: contract.Duration(time.Minute)}}},
+	}, nil).Once()
+	long := workflows.ReviewDecision{Decision: "abandon", Reviewer: "ops", Note: string(make([]byte, workflows.MaxNoteLen+1))}
+	s.env.RegisterDelayedCallback(func() {
+		s.env.UpdateWorkflow(workflows.UpdateReview, "long", &sdktest.TestUpdateCallback{
+			OnReject:   func(err error) { s.ErrorContains(err, "note: 1025 bytes is over the limit of 1024") },
+			OnAccept:   func() { s.Fail("an over-long note was accepted") },
+			OnComplete: func(any, error) {},
+		}, long)
+		s.env.SignalWorkflow(workflows.SignalReview, long)
+	}, time.Hour)
+	s.env.RegisterDelayedCallback(func() {
+		st := s.status()
+		s.Require().Len(st.Review.Decisions, 1)
+		s.LessOrEqual(len(st.Review.Decisions[0].Note), workflows.MaxNoteLen+len("…"))
+		s.Equal(1, st.Review.Ignored)
+		s.env.SignalWorkflow(workflows.SignalReview, workflows.ReviewDecision{Decision: "abandon", Reviewer: "ops"})
+	}, 2*time.Hour)
+	res := s.run()
+	s.Equal(workflows.StatusAbandoned, res.Status)
+}
