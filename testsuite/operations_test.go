@@ -136,8 +136,7 @@ func (s *opsStack) deploy(cfg contract.Config) {
 type courierWorker struct {
 	cmd  *exec.Cmd
 	done chan struct{}
-	log  *strings.Builder
-	mu   sync.Mutex
+	log  string // its output, for a failure message
 }
 
 // startWorker starts `courier worker` on the current destinations file and
@@ -149,10 +148,13 @@ func (s *opsStack) startWorker() *courierWorker {
 	require.NoError(t, err)
 	addr := ln.Addr().String()
 	require.NoError(t, ln.Close())
-	w := &courierWorker{done: make(chan struct{}), log: &strings.Builder{}}
+	out, err := os.CreateTemp(t.TempDir(), "worker-*.log")
+	require.NoError(t, err)
+	defer out.Close() // the process has its own copy
+	w := &courierWorker{done: make(chan struct{}), log: out.Name()}
 	w.cmd = exec.Command(courierPath(t), "worker", "--destinations", s.file, "--metrics", addr, "--log-level", "warn")
 	w.cmd.Env = append(os.Environ(), "TEMPORAL_ADDRESS="+s.srv.FrontendHostPort(), "TEMPORAL_NAMESPACE=default")
-	w.cmd.Stdout, w.cmd.Stderr = w, w
+	w.cmd.Stdout, w.cmd.Stderr = out, out
 	require.NoError(t, w.cmd.Start())
 	go func() { _ = w.cmd.Wait(); close(w.done) }()
 	t.Cleanup(w.kill)
@@ -176,16 +178,9 @@ func (s *opsStack) startWorker() *courierWorker {
 	}
 }
 
-func (w *courierWorker) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.log.Write(p)
-}
-
 func (w *courierWorker) output() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.log.String()
+	b, _ := os.ReadFile(w.log)
+	return string(b)
 }
 
 // kill ends the process at once, as a crash or a lost machine would.
