@@ -219,7 +219,7 @@ func (r *run) soak(ctx, caller context.Context) error {
 		return fmt.Errorf("connect to the dev server: %w", err)
 	}
 	defer r.temporal.Close()
-	r.starter = starter.New(r.temporal, starter.WithDataConverter(co.DataConverter))
+	r.starter = starter.New(r.temporal)
 
 	logFile, err := os.OpenFile(filepath.Join(r.dir, "workers.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {

@@ -22,42 +22,14 @@ import (
 	"github.com/abde64c9/courier/workflows"
 )
 
-// Client starts and reviews deliveries through a Temporal client.
+// Client starts and reviews deliveries through a Temporal client (which
+// carries the data converter, an encrypting codec say).
 type Client struct {
-	c  client.Client
-	dc converter.DataConverter
-	// PollInterval is when a waiting Deliver first checks whether the
-	// delivery stopped for review; later checks back off to 10s. Every check
-	// costs the server a request, and a review waits for a person anyway:
-	// at 64 deliveries in flight on a dev server, where one takes about 5s,
-	// a first check at 2s cost about 5% more server CPU per delivery.
-	PollInterval time.Duration
+	c client.Client
 }
-
-// DefaultPollInterval is a new Client's PollInterval.
-const DefaultPollInterval = 5 * time.Second
 
 // New wraps a connected Temporal client.
-func New(c client.Client, opts ...Option) *Client {
-	s := &Client{c: c, dc: converter.GetDefaultDataConverter(), PollInterval: DefaultPollInterval}
-	for _, o := range opts {
-		o(s)
-	}
-	return s
-}
-
-// Option configures a Client.
-type Option func(*Client)
-
-// WithDataConverter is the data converter the Temporal client was made with
-// (an encrypting codec, say), for reading a delivery's memo.
-func WithDataConverter(dc converter.DataConverter) Option {
-	return func(s *Client) {
-		if dc != nil {
-			s.dc = dc
-		}
-	}
-}
+func New(c client.Client) *Client { return &Client{c: c} }
 
 // InvalidRequestError is a request refused before anything was sent.
 type InvalidRequestError struct{ Err error }
@@ -105,8 +77,20 @@ func ParseKey(s string) (string, error) {
 }
 
 // Start starts the delivery of in, or joins the one already started for the
-// same operation. It validates in first: a bad request sends nothing.
+// same operation. It validates in first: a bad request sends nothing. A
+// join is checked by the workflow itself (its deliver update's validator):
+// another payload is a *ConflictError.
 func (s *Client) Start(ctx context.Context, in workflows.DeliveryInput) (Handle, error) {
+	h, err := s.handle(in)
+	if err != nil {
+		return Handle{}, err
+	}
+	// One run per operation (within the namespace's retention): a second
+	// start joins the first instead.
+	return s.start(ctx, in, h, enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE)
+}
+
+func (s *Client) handle(in workflows.DeliveryInput) (Handle, error) {
 	if err := in.Validate(); err != nil {
 		return Handle{}, &InvalidRequestError{err}
 	}
@@ -115,68 +99,92 @@ func (s *Client) Start(ctx context.Context, in workflows.DeliveryInput) (Handle,
 		return Handle{}, &InvalidRequestError{err}
 	}
 	key := workflows.Key(in.Operation)
-	h := Handle{Key: key, Fingerprint: fp, WorkflowID: workflows.WorkflowID(key)}
-	// One run per operation (within the namespace's retention): a second
-	// start joins the first instead.
-	return s.start(ctx, in, h, enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE)
+	return Handle{Key: key, Fingerprint: fp, WorkflowID: workflows.WorkflowID(key)}, nil
+}
+
+func (s *Client) startOptions(in workflows.DeliveryInput, h Handle, reuse enumspb.WorkflowIdReusePolicy) client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{
+		ID:                    h.WorkflowID,
+		TaskQueue:             workflows.TaskQueue,
+		WorkflowIDReusePolicy: reuse,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			workflows.OperationSearchAttributes(in.Operation, h.Key, workflows.StateDelivering)...),
+		// The memo tells the workflow the starter checked this run may send
+		// (its guard against a second run) and shows the web UI the payload.
+		Memo:          map[string]any{workflows.MemoFingerprint: h.Fingerprint},
+		StaticSummary: Summary(in.Operation),
+	}
 }
 
 func (s *Client) start(ctx context.Context, in workflows.DeliveryInput, h Handle, reuse enumspb.WorkflowIdReusePolicy) (Handle, error) {
-	run, err := s.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                                       h.WorkflowID,
-		TaskQueue:                                workflows.TaskQueue,
-		WorkflowIDReusePolicy:                    reuse,
-		WorkflowExecutionErrorWhenAlreadyStarted: true,
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			workflows.OperationSearchAttributes(in.Operation, h.Key, workflows.StateDelivering)...),
-		Memo:          map[string]any{workflows.MemoFingerprint: h.Fingerprint},
-		StaticSummary: Summary(in.Operation),
-	}, workflows.WorkflowType, in)
+	opts := s.startOptions(in, h, reuse)
+	opts.WorkflowExecutionErrorWhenAlreadyStarted = true
+	run, err := s.c.ExecuteWorkflow(ctx, opts, workflows.WorkflowType, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	switch {
 	case err == nil:
 		h.RunID = run.GetRunID()
 		return h, nil
-	case errors.As(err, &started):
-		return s.join(ctx, in, h, started.RunId, reuse == enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE)
+	case !errors.As(err, &started):
+		return Handle{}, fmt.Errorf("start delivery %s: %w", h.Key, err)
 	}
-	return Handle{}, fmt.Errorf("start delivery %s: %w", h.Key, err)
-}
-
-// join compares the running or finished delivery's fingerprint with ours.
-func (s *Client) join(ctx context.Context, in workflows.DeliveryInput, h Handle, runID string, mayRestart bool) (Handle, error) {
-	desc, err := s.c.DescribeWorkflowExecution(ctx, h.WorkflowID, runID)
-	if err != nil {
-		return Handle{}, fmt.Errorf("describe delivery %s: %w", h.Key, err)
-	}
-	if mayRestart && desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
-		var prev workflows.DeliveryResult
-		if err := s.c.GetWorkflow(ctx, h.WorkflowID, runID).Get(ctx, &prev); err != nil {
-			return Handle{}, fmt.Errorf("read the earlier delivery %s: %w", h.Key, err)
+	// Running: the workflow's validator accepts the join or calls it a conflict.
+	_, err = s.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: h.WorkflowID, RunID: started.RunId,
+		UpdateID:     workflows.DeliverUpdateID(h.Fingerprint, 0),
+		UpdateName:   workflows.UpdateDeliver,
+		Args:         []any{workflows.DeliverRequest{Fingerprint: h.Fingerprint}},
+		WaitForStage: client.WorkflowUpdateStageAccepted,
+	})
+	var nf *serviceerror.NotFound
+	switch {
+	case err == nil:
+		h.RunID, h.Joined = started.RunId, true
+		return h, nil
+	case errors.As(err, &nf):
+		// Closed since: its result decides.
+		prev, restart, err := s.closed(ctx, h, started.RunId, reuse)
+		if err != nil {
+			return Handle{}, err
 		}
-		if restartable(prev, h.Fingerprint) {
+		if restart {
 			return s.start(ctx, in, h, enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE)
 		}
+		_ = prev
+		h.RunID, h.Joined = started.RunId, true
+		return h, nil
 	}
-	var existing string
-	if p := desc.GetWorkflowExecutionInfo().GetMemo().GetFields()[workflows.MemoFingerprint]; p != nil {
-		if err := s.dc.FromPayload(p, &existing); err != nil {
-			return Handle{}, fmt.Errorf("read fingerprint of delivery %s: %w", h.Key, err)
+	return Handle{}, s.conflictOr(h, err)
+}
+
+// conflictOr turns the deliver update's conflict refusal into a
+// *ConflictError; any other error is wrapped.
+func (s *Client) conflictOr(h Handle, err error) error {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) && app.Type() == workflows.ErrConflict {
+		var existing, requested string
+		if app.Details(&existing, &requested) != nil {
+			existing = "(unknown)"
 		}
-	} else {
-		// Started without the memo (another SDK, the temporal CLI): the
-		// workflow derived the fingerprint from its own input.
-		st, err := s.Status(ctx, h.Key)
-		if err != nil {
-			return Handle{}, fmt.Errorf("read fingerprint of delivery %s: %w", h.Key, err)
-		}
-		existing = st.Fingerprint
+		return &ConflictError{Key: h.Key, ExistingFingerprint: existing, RequestFingerprint: h.Fingerprint}
 	}
-	if existing != h.Fingerprint {
-		return Handle{}, &ConflictError{Key: h.Key, ExistingFingerprint: existing, RequestFingerprint: h.Fingerprint}
+	return fmt.Errorf("delivery %s: %w", h.Key, err)
+}
+
+// closed reads a finished run's result: a conflict when it carried another
+// payload and may not run again; restart when it applied nothing and may.
+func (s *Client) closed(ctx context.Context, h Handle, runID string, reuse enumspb.WorkflowIdReusePolicy) (workflows.DeliveryResult, bool, error) {
+	var prev workflows.DeliveryResult
+	if err := s.c.GetWorkflow(ctx, h.WorkflowID, runID).Get(ctx, &prev); err != nil {
+		return prev, false, fmt.Errorf("read the earlier delivery %s: %w", h.Key, err)
 	}
-	h.RunID, h.Joined = runID, true
-	return h, nil
+	if reuse == enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE && restartable(prev, h.Fingerprint) {
+		return prev, true, nil
+	}
+	if prev.Fingerprint != h.Fingerprint {
+		return prev, false, &ConflictError{Key: h.Key, ExistingFingerprint: prev.Fingerprint, RequestFingerprint: h.Fingerprint}
+	}
+	return prev, false, nil
 }
 
 // restartable says whether a finished delivery may be run again for a new
@@ -189,19 +197,20 @@ func restartable(prev workflows.DeliveryResult, fingerprint string) bool {
 }
 
 // Deliver starts or joins the delivery of in and waits until it finishes or
-// stops for review (State awaiting_review). A joined delivery that had
+// stops for review (State awaiting_review), in one Update-with-Start call:
+// the workflow answers as soon as it settles. A joined delivery that had
 // delivered reports status duplicate with the first delivery's receipt.
 func (s *Client) Deliver(ctx context.Context, in workflows.DeliveryInput) (workflows.DeliveryStatus, error) {
-	h, err := s.Start(ctx, in)
+	h, err := s.handle(in)
 	if err != nil {
 		return workflows.DeliveryStatus{}, err
 	}
-	st, err := s.wait(ctx, h.Key, h.RunID, false)
+	st, joined, err := s.settle(ctx, in, h, enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE)
 	if err != nil {
 		return st, err
 	}
 	st.Operation = in.Operation
-	if h.Joined {
+	if joined {
 		switch st.Status {
 		case workflows.StatusCreated, workflows.StatusDuplicate, workflows.StatusDeliveredByReview:
 			st.Status, st.State = workflows.StatusDuplicate, workflows.State(workflows.StatusDuplicate)
@@ -210,87 +219,101 @@ func (s *Client) Deliver(ctx context.Context, in workflows.DeliveryInput) (workf
 	return st, nil
 }
 
+// settle starts or joins with the deliver update and waits for its answer.
+func (s *Client) settle(ctx context.Context, in workflows.DeliveryInput, h Handle, reuse enumspb.WorkflowIdReusePolicy) (workflows.DeliveryStatus, bool, error) {
+	caller := uuid.NewString()
+	opts := s.startOptions(in, h, reuse)
+	opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING
+	for epoch := 0; ; {
+		uh, err := s.c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+			StartWorkflowOperation: s.c.NewWithStartWorkflowOperation(opts, workflows.WorkflowType, in),
+			UpdateOptions: client.UpdateWorkflowOptions{
+				UpdateID:     workflows.DeliverUpdateID(h.Fingerprint, epoch),
+				UpdateName:   workflows.UpdateDeliver,
+				Args:         []any{workflows.DeliverRequest{Fingerprint: h.Fingerprint, Caller: caller}},
+				WaitForStage: client.WorkflowUpdateStageCompleted,
+			},
+		})
+		var out workflows.Settled
+		if err == nil {
+			err = uh.Get(ctx, &out)
+		}
+		var started *serviceerror.WorkflowExecutionAlreadyStarted
+		if errors.As(err, &started) {
+			// Finished, and not to be run again: its result is the answer.
+			prev, restart, err := s.closed(ctx, h, started.RunId, reuse)
+			if err != nil {
+				return workflows.DeliveryStatus{}, false, err
+			}
+			if restart {
+				return s.settle(ctx, in, h, enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE)
+			}
+			return workflows.DeliveryStatus{State: workflows.State(prev.Status), DeliveryResult: prev}, true, nil
+		}
+		if err != nil {
+			return workflows.DeliveryStatus{}, false, s.conflictOr(h, err)
+		}
+		joined := out.Starter != caller
+		st := out.DeliveryStatus
+		if st.State != workflows.StateAwaitingReview {
+			return st, joined, nil
+		}
+		// The update may have answered at an earlier park that a reviewer
+		// has decided since: the status query says where it is now.
+		now, err := s.Status(ctx, h.Key)
+		if err != nil {
+			return workflows.DeliveryStatus{}, false, err
+		}
+		if now.State == workflows.StateAwaitingReview || now.Status != "" {
+			return now, joined, nil
+		}
+		epoch = s.epochOf(now) // delivering again: wait for its next settle
+	}
+}
+
 // Wait waits for the delivery with this key to finish or to stop for review.
 func (s *Client) Wait(ctx context.Context, key string) (workflows.DeliveryStatus, error) {
-	return s.wait(ctx, key, "", true)
+	st, err := s.Status(ctx, key)
+	if err != nil || st.Status != "" || st.State == workflows.StateAwaitingReview {
+		return st, err
+	}
+	h := Handle{Key: key, Fingerprint: st.Fingerprint, WorkflowID: workflows.WorkflowID(key)}
+	uh, err := s.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   h.WorkflowID,
+		UpdateID:     workflows.DeliverUpdateID(h.Fingerprint, s.epochOf(st)),
+		UpdateName:   workflows.UpdateDeliver,
+		Args:         []any{workflows.DeliverRequest{Fingerprint: h.Fingerprint}},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	var out workflows.Settled
+	if err == nil {
+		err = uh.Get(ctx, &out)
+	}
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return s.Status(ctx, key) // finished in between
+	}
+	if err != nil {
+		return workflows.DeliveryStatus{}, fmt.Errorf("wait for delivery %s: %w", key, err)
+	}
+	if out.State == workflows.StateAwaitingReview {
+		return s.Status(ctx, key)
+	}
+	return out.DeliveryStatus, nil
 }
 
-// maxPollInterval caps the backoff of a waiting Deliver's checks.
-const maxPollInterval = 10 * time.Second
-
-// wait waits for the result of run runID ("" for the current run),
-// checking now and then whether the delivery parked for review. Deliver
-// passes the run it started or joined: without one the SDK first asks the
-// server which run is current, with a DescribeWorkflowExecution per
-// delivery. withOperation asks a finished delivery for its operation, a
-// query a worker answers by replaying the history; Deliver knows the
-// operation and skips it (in a storm of joiners, those replays were most of
-// the wait).
-func (s *Client) wait(ctx context.Context, key, runID string, withOperation bool) (workflows.DeliveryStatus, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	type result struct {
-		res workflows.DeliveryResult
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		var r result
-		r.err = s.c.GetWorkflow(ctx, workflows.WorkflowID(key), runID).Get(ctx, &r.res)
-		done <- r
-	}()
-	interval := s.PollInterval
-	poll := time.NewTimer(interval)
-	defer poll.Stop()
-	for {
-		select {
-		case r := <-done:
-			if r.err != nil {
-				return workflows.DeliveryStatus{}, notFound(key, r.err)
+// epochOf is the deliver update epoch for a delivery in this state: the
+// number of review decisions it has accepted.
+func (s *Client) epochOf(st workflows.DeliveryStatus) int {
+	n := 0
+	if st.Review != nil {
+		for _, rec := range st.Review.Decisions {
+			if rec.Accepted {
+				n++
 			}
-			if withOperation {
-				// Bounded, because a finished delivery answers it only while
-				// a worker runs.
-				qctx, qcancel := context.WithTimeout(ctx, 2*time.Second)
-				st, err := s.Status(qctx, key)
-				qcancel()
-				if err == nil && st.Status == r.res.Status {
-					return st, nil
-				}
-			}
-			return workflows.DeliveryStatus{State: workflows.State(r.res.Status), DeliveryResult: r.res}, nil
-		case <-poll.C:
-			if s.mayBeParked(ctx, key, runID) {
-				st, err := s.Status(ctx, key)
-				if err == nil && st.State == workflows.StateAwaitingReview {
-					return st, nil
-				}
-			}
-			// Backing off: a long wait does not cost a request every interval.
-			interval = min(2*interval, max(maxPollInterval, s.PollInterval))
-			poll.Reset(interval)
-		case <-ctx.Done():
-			return workflows.DeliveryStatus{}, ctx.Err()
 		}
 	}
-}
-
-// mayBeParked reads the CourierState search attribute, which the workflow
-// upserts when it parks. DescribeWorkflowExecution answers from the
-// execution's own record with no worker involved, unlike the status query,
-// so a check costs the server little. (A delivery a reviewer sent back to
-// retry still shows awaiting_review there: the status query decides.)
-func (s *Client) mayBeParked(ctx context.Context, key, runID string) bool {
-	desc, err := s.c.DescribeWorkflowExecution(ctx, workflows.WorkflowID(key), runID)
-	if err != nil {
-		return true // let the status query say
-	}
-	p := desc.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()[workflows.SAState.GetName()]
-	var state string
-	if p == nil || converter.GetDefaultDataConverter().FromPayload(p, &state) != nil {
-		return true
-	}
-	return state == string(workflows.StateAwaitingReview)
+	return n
 }
 
 // Status returns the delivery's current status (running or finished).

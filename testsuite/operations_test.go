@@ -106,7 +106,6 @@ func newOpsStack(t *testing.T, modes map[string]sandbox.Mode) *opsStack {
 		file: filepath.Join(dir, "destinations.json"), run: uuid.NewString()[:8], workflow: new([]string),
 	}
 	s.starter = starter.New(s.c)
-	s.starter.PollInterval = 200 * time.Millisecond
 	t.Cleanup(func() {
 		// Leave nothing running on the shared server for other tests' workers.
 		for _, id := range *s.workflow {

@@ -98,10 +98,13 @@ func (r *Real) review(ctx context.Context, key string, d workflows.ReviewDecisio
 	return nil
 }
 
+// statusPoll paces the lab's own status checks.
+const statusPoll = 200 * time.Millisecond
+
 // awaitDecision polls the status until the delivery holds more than seen
 // review records.
 func (r *Real) awaitDecision(ctx context.Context, key string, seen int) error {
-	tick := time.NewTicker(r.Starter.PollInterval)
+	tick := time.NewTicker(statusPoll)
 	defer tick.Stop()
 	for {
 		st, err := r.Starter.Status(ctx, key)

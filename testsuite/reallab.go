@@ -83,7 +83,6 @@ func (l *RealLab) Execute(ctx context.Context, c Case) (Report, error) {
 	defer env.Close()
 
 	st := starter.New(l.Client)
-	st.PollInterval = 200 * time.Millisecond
 	rd := &Real{Starter: st, Temporal: l.Client, Signal: c.Name == reviewBySignal, lab: l}
 	if !ownWorkers[c.Name] {
 		stop, err := l.startWorker(env)

@@ -105,7 +105,7 @@ func TestEncryptedHistory(t *testing.T) {
 	id := "encrypted-" + lab.RunID
 	plaintext := "Move the workshop booking " + uuid.NewString()
 	require.NoError(t, env.Inject(DestHelpdesk, closeAfterCommit(1)))
-	st := starter.New(c, starter.WithDataConverter(opts.DataConverter))
+	st := starter.New(c)
 	res, err := st.Deliver(ctx, Input(DestHelpdesk, id, Ticket(id, plaintext)))
 	require.NoError(t, err)
 	require.Equal(t, workflows.StatusDuplicate, res.Status)

@@ -71,6 +71,8 @@ type delivery struct {
 	in    DeliveryInput
 	state State
 	res   DeliveryResult
+	// starter is the Caller of the deliver update that came with the start.
+	starter string
 	// decision is an accepted review decision not yet acted on.
 	decision *ReviewDecision
 	// terms are the recorded contract and reviewers every decision uses;
@@ -100,7 +102,7 @@ func (d *delivery) setup(ctx workflow.Context) error {
 	}
 
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (DeliveryStatus, error) {
-		return DeliveryStatus{State: d.state, Operation: d.in.Operation, DeliveryResult: d.res}, nil
+		return d.status(), nil
 	}); err != nil {
 		return fmt.Errorf("register query: %w", err)
 	}
@@ -112,6 +114,29 @@ func (d *delivery) setup(ctx workflow.Context) error {
 			if err := d.checkReview(rd); err != nil {
 				// A named type, so callers in any SDK can tell a refusal apart.
 				return temporal.NewApplicationError(err.Error(), ErrInvalidReview)
+			}
+			return nil
+		}},
+	); err != nil {
+		return fmt.Errorf("register update: %w", err)
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateDeliver,
+		func(ctx workflow.Context, r DeliverRequest) (Settled, error) {
+			// Only the update that came with the start arrives in the first
+			// workflow task; its caller started the delivery.
+			if d.starter == "" && workflow.GetInfo(ctx).GetCurrentHistoryLength() <= firstTaskHistoryLength {
+				d.starter = r.Caller
+			}
+			if err := workflow.Await(ctx, d.settled); err != nil {
+				return Settled{}, err
+			}
+			return Settled{DeliveryStatus: d.status(), Starter: d.starter, Epoch: d.epoch()}, nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(_ workflow.Context, r DeliverRequest) error {
+			if r.Fingerprint != d.res.Fingerprint {
+				return temporal.NewApplicationError(fmt.Sprintf(
+					"delivery %s carries a payload with fingerprint %s; this request's is %s: nothing was sent",
+					d.res.Key, d.res.Fingerprint, r.Fingerprint), ErrConflict, d.res.Fingerprint, r.Fingerprint)
 			}
 			return nil
 		}},
@@ -134,6 +159,36 @@ func (d *delivery) setup(ctx workflow.Context) error {
 		}
 	})
 	return nil
+}
+
+// firstTaskHistoryLength is a history's length during its first workflow
+// task: started, task scheduled, task started.
+const firstTaskHistoryLength = 3
+
+func (d *delivery) status() DeliveryStatus {
+	st := DeliveryStatus{State: d.state, Operation: d.in.Operation, DeliveryResult: d.res}
+	if d.res.Status != "" {
+		st.State = State(d.res.Status)
+	}
+	return st
+}
+
+// settled: final, or parked waiting for a decision.
+func (d *delivery) settled() bool {
+	return d.res.Status != "" || (d.state == StateAwaitingReview && d.decision == nil)
+}
+
+// epoch counts the accepted review decisions.
+func (d *delivery) epoch() int {
+	n := 0
+	if d.res.Review != nil {
+		for _, rec := range d.res.Review.Decisions {
+			if rec.Accepted {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 func (d *delivery) run(ctx workflow.Context) (DeliveryResult, error) {
@@ -614,6 +669,10 @@ func (d *delivery) finish(ctx workflow.Context, st Status, receipt *activities.R
 	}
 	workflow.SetCurrentDetails(ctx, d.details())
 	if err := d.upsertState(ctx); err != nil {
+		return DeliveryResult{}, err
+	}
+	// Deliver updates waiting for this end answer before the run closes.
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 		return DeliveryResult{}, err
 	}
 	return d.res, nil

@@ -1,6 +1,10 @@
 package workflows
 
-import "go.temporal.io/sdk/temporal"
+import (
+	"fmt"
+
+	"go.temporal.io/sdk/temporal"
+)
 
 // Names shared by every package and by non-Go callers (see docs/protocol.md).
 const (
@@ -16,6 +20,13 @@ const (
 	// SignalReview and UpdateReview carry a ReviewDecision.
 	SignalReview = "review"
 	UpdateReview = "review"
+	// UpdateDeliver carries a DeliverRequest and returns a Settled once the
+	// delivery is final or parked for review: with Update-with-Start, one
+	// call starts or joins a delivery and waits for it.
+	UpdateDeliver = "deliver"
+	// UpdateDeliverIDPrefix + fingerprint is the deliver update's ID, so that
+	// every caller of one operation and payload waits on one update.
+	UpdateDeliverIDPrefix = "deliver-"
 
 	// MemoFingerprint holds the payload fingerprint so a second start of the
 	// same operation can be compared without reading history.
@@ -23,6 +34,10 @@ const (
 
 	// ErrInvalidReview is the error type of a review update the workflow refused.
 	ErrInvalidReview = "InvalidReview"
+	// ErrConflict is the error type of a deliver update refused because the
+	// delivery carries another payload; its details are the delivery's
+	// fingerprint, then the request's.
+	ErrConflict = "Conflict"
 
 	// Activity names.
 	ActivityAttempt      = "Attempt"
@@ -43,6 +58,16 @@ var (
 var SearchAttributeNames = []string{
 	SAKey.GetName(), SADestination.GetName(), SAOperation.GetName(),
 	SABusinessID.GetName(), SAState.GetName(),
+}
+
+// DeliverUpdateID is the ID of the deliver update for a payload with this
+// fingerprint; epoch > 0 names a later wait on the same delivery, after a
+// reviewer sent a parked delivery back to delivering.
+func DeliverUpdateID(fingerprint string, epoch int) string {
+	if epoch > 0 {
+		return fmt.Sprintf("%s%s-%d", UpdateDeliverIDPrefix, fingerprint, epoch)
+	}
+	return UpdateDeliverIDPrefix + fingerprint
 }
 
 // WorkflowID is the ID of the delivery with this key.

@@ -184,6 +184,28 @@ func (r DeliveryResult) LeftNoEffect() bool {
 	return contract.RunLeftNoEffect(string(r.Status), classes)
 }
 
+// DeliverRequest is the deliver update's argument.
+type DeliverRequest struct {
+	// Fingerprint of the caller's payload: another one than the delivery's
+	// is refused as a conflict, before anything is recorded.
+	Fingerprint string `json:"fingerprint"`
+	// Caller is a token the caller makes up; a Settled whose Starter is the
+	// caller's own token means this caller's request started the delivery.
+	Caller string `json:"caller,omitempty"`
+}
+
+// Settled is the deliver update's answer: the delivery's status once it is
+// final or parked for review.
+type Settled struct {
+	DeliveryStatus
+	// Starter is the Caller of the deliver update that came with the
+	// workflow's start, if one did.
+	Starter string `json:"starter,omitempty"`
+	// Epoch counts the accepted review decisions when it settled: a caller
+	// told "awaiting_review" by an older wait uses it to wait again.
+	Epoch int `json:"epoch"`
+}
+
 // DeliveryStatus is the answer to query "status".
 type DeliveryStatus struct {
 	State     State     `json:"state"`

@@ -14,7 +14,6 @@ import (
 
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/starter"
-	"github.com/abde64c9/courier/worker"
 	"github.com/abde64c9/courier/workflows"
 )
 
@@ -175,14 +174,7 @@ func connect(ctx context.Context) (*starter.Client, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	// The same environment dial read: a payload codec, when configured,
-	// also decodes the fingerprint memo.
-	opts, err := worker.ClientOptions(logger)
-	if err != nil {
-		c.Close()
-		return nil, nil, err
-	}
-	return starter.New(c, starter.WithDataConverter(opts.DataConverter)), c.Close, nil
+	return starter.New(c), c.Close, nil
 }
 
 // startError maps what starter returns to an exit status.
