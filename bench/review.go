@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
@@ -220,6 +221,60 @@ type ParkedResult struct {
 	// reviewer sends those back to retry.
 	Unstored      int    `json:"unstored"`
 	FirstUnstored string `json:"first_unstored,omitempty"`
+	// Time from a delivery's park (its search attribute upsert, in history)
+	// to its caller's answer from Deliver, over AnswerSamples deliveries.
+	AnswerSamples        int     `json:"answer_samples"`
+	AnswerAfterParkP50ms float64 `json:"answer_after_park_p50_ms"`
+	AnswerAfterParkMaxMs float64 `json:"answer_after_park_max_ms"`
+}
+
+// parkAnswerSamples is how many parked deliveries time their caller's answer.
+const parkAnswerSamples = 20
+
+// answerAfterPark delivers, one at a time, to the none destination whose
+// service hangs up after the commit, and times each caller's answer from
+// the moment its delivery parked (the search attribute upsert's event
+// time, on this machine's clock like the caller's). The deliveries are
+// then abandoned.
+func (r *runner) answerAfterPark(ctx context.Context, res *ParkedResult) error {
+	var lat []time.Duration
+	for i := range parkAnswerSamples {
+		if err := r.st.sandbox.Inject(sandboxPath(DestNone), sandbox.Fault{Kind: sandbox.FaultCloseAfterCommit, Count: 1}); err != nil {
+			return err
+		}
+		in := r.input(DestNone, "park-answer", int64(i))
+		dctx, cancel := context.WithTimeout(ctx, opTimeout)
+		st, err := r.starter.Deliver(dctx, in)
+		answered := time.Now()
+		cancel()
+		if err != nil {
+			return fmt.Errorf("park answer: %w", err)
+		}
+		if st.State != workflows.StateAwaitingReview {
+			return fmt.Errorf("park answer: delivery %s ended %s instead of parking", st.Key, st.State)
+		}
+		events, err := r.events(ctx, workflows.WorkflowID(st.Key))
+		if err != nil {
+			return err
+		}
+		var parkedAt time.Time
+		for _, ev := range events {
+			if ev.GetEventType() == enumspb.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES {
+				parkedAt = ev.GetEventTime().AsTime()
+			}
+		}
+		if parkedAt.IsZero() {
+			return fmt.Errorf("park answer: delivery %s has no park event", st.Key)
+		}
+		lat = append(lat, answered.Sub(parkedAt))
+		if err := r.review(ctx, st.Key, workflows.ReviewDecision{Decision: workflows.DecisionAbandon, Reviewer: "bench", Note: "timing sample"}, true); err != nil {
+			return err
+		}
+	}
+	slices.Sort(lat)
+	res.AnswerSamples = len(lat)
+	res.AnswerAfterParkP50ms, res.AnswerAfterParkMaxMs = ms(quantile(lat, 0.5)), ms(lat[len(lat)-1])
+	return nil
 }
 
 // parkConcurrency bounds the starts and reviews in flight; parkWindow the
@@ -279,6 +334,10 @@ func (r *runner) parked(ctx context.Context) (ParkedResult, error) {
 		return res, fmt.Errorf("worker memory: %w", err)
 	}
 	res.WorkerRSSIdleMB = mb(idle.rss)
+	o.progress("parked reviews: %d callers timed from their delivery's park to their answer", parkAnswerSamples)
+	if err := r.answerAfterPark(ctx, &res); err != nil {
+		return res, err
+	}
 
 	if err := r.st.sandbox.Inject(sandboxPath(DestNone), sandbox.Fault{Kind: sandbox.FaultCloseAfterCommit, Count: n}); err != nil {
 		return res, err

@@ -249,6 +249,7 @@ type Ratio struct {
 	Side        string  `json:"side"`
 	Concurrency int     `json:"concurrency"`
 	VsBare      float64 `json:"throughput_vs_bare"`
+	P50VsBare   float64 `json:"p50_vs_bare"`
 	P99VsBare   float64 `json:"p99_vs_bare"`
 	VsDirect    float64 `json:"throughput_vs_direct"`
 }
@@ -273,7 +274,7 @@ func ratios(sums []Summary) []Ratio {
 		}
 		out = append(out, Ratio{
 			Side: s.Side, Concurrency: s.Concurrency,
-			VsBare: div(s.PerSecond, bare.PerSecond), P99VsBare: div(s.P99ms, bare.P99ms),
+			VsBare: div(s.PerSecond, bare.PerSecond), P50VsBare: div(s.P50ms, bare.P50ms), P99VsBare: div(s.P99ms, bare.P99ms),
 			VsDirect: div(s.PerSecond, direct.PerSecond),
 		})
 	}
