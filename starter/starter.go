@@ -205,7 +205,7 @@ func (s *Client) Deliver(ctx context.Context, in workflows.DeliveryInput) (workf
 	if err != nil {
 		return workflows.DeliveryStatus{}, err
 	}
-	st, joined, err := s.settle(ctx, in, h, enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE)
+	st, joined, err := s.settle(ctx, in, h, "")
 	if err != nil {
 		return st, err
 	}
@@ -220,15 +220,27 @@ func (s *Client) Deliver(ctx context.Context, in workflows.DeliveryInput) (workf
 }
 
 // settle starts or joins with the deliver update and waits for its answer.
-func (s *Client) settle(ctx context.Context, in workflows.DeliveryInput, h Handle, reuse enumspb.WorkflowIdReusePolicy) (workflows.DeliveryStatus, bool, error) {
+// after, when set, is a finished run that applied nothing: the delivery
+// runs again after it (and its callers share one update on the new run).
+func (s *Client) settle(ctx context.Context, in workflows.DeliveryInput, h Handle, after string) (workflows.DeliveryStatus, bool, error) {
 	caller := uuid.NewString()
+	reuse := enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE
+	if after != "" {
+		reuse = enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
+	}
 	opts := s.startOptions(in, h, reuse)
 	opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING
 	for epoch := 0; ; {
+		id := workflows.DeliverUpdateID(h.Fingerprint, epoch)
+		if after != "" {
+			// The finished run answers its own update's ID with its stored
+			// outcome: the new run's update needs another.
+			id += "-after-" + after
+		}
 		uh, err := s.c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 			StartWorkflowOperation: s.c.NewWithStartWorkflowOperation(opts, workflows.WorkflowType, in),
 			UpdateOptions: client.UpdateWorkflowOptions{
-				UpdateID:     workflows.DeliverUpdateID(h.Fingerprint, epoch),
+				UpdateID:     id,
 				UpdateName:   workflows.UpdateDeliver,
 				Args:         []any{workflows.DeliverRequest{Fingerprint: h.Fingerprint, Caller: caller}},
 				WaitForStage: client.WorkflowUpdateStageCompleted,
@@ -246,7 +258,7 @@ func (s *Client) settle(ctx context.Context, in workflows.DeliveryInput, h Handl
 				return workflows.DeliveryStatus{}, false, err
 			}
 			if restart {
-				return s.settle(ctx, in, h, enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE)
+				return s.settle(ctx, in, h, started.RunId)
 			}
 			return workflows.DeliveryStatus{State: workflows.State(prev.Status), DeliveryResult: prev}, true, nil
 		}
@@ -255,6 +267,11 @@ func (s *Client) settle(ctx context.Context, in workflows.DeliveryInput, h Handl
 		}
 		joined := out.Starter != caller
 		st := out.DeliveryStatus
+		if st.Status != "" && after == "" && joined && restartable(st.DeliveryResult, h.Fingerprint) {
+			// The server answered with an earlier run's outcome; one that
+			// applied nothing runs again for this request.
+			return s.settle(ctx, in, h, uh.RunID())
+		}
 		if st.State != workflows.StateAwaitingReview {
 			return st, joined, nil
 		}

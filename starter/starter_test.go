@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/abde64c9/courier/sandbox"
@@ -270,6 +271,16 @@ func TestRejectedDoesNotConsumeTheKey(t *testing.T) {
 	st, err := s.Deliver(ctx, bad)
 	require.NoError(t, err)
 	require.Equal(t, workflows.StatusRejected, st.Status)
+
+	// The same request again is a new run too: a rejected run applied
+	// nothing (the destination refuses it again here).
+	st, err = s.Deliver(ctx, bad)
+	require.NoError(t, err)
+	require.Equal(t, workflows.StatusRejected, st.Status)
+	runs, err := fx.client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+		Query: "WorkflowId = '" + workflows.WorkflowID(st.Key) + "'"})
+	require.NoError(t, err)
+	require.Len(t, runs.GetExecutions(), 2, "the repeated rejected request ran again")
 
 	fixed := bad
 	fixed.Payload = testsuite.Ticket(id, "Move the workshop booking")

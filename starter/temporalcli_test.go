@@ -236,3 +236,75 @@ func TestTemporalCLIStartAsDocumented(t *testing.T) {
 		return strings.Contains(out, "delivery-"+key)
 	}, 30*time.Second, 300*time.Millisecond)
 }
+
+// deliverWithCLI runs docs/protocol.md's one-call delivery: Update-with-Start
+// of the deliver update, which answers when the delivery settles.
+func deliverWithCLI(t *testing.T, wfID, input, fingerprint string) (settled workflows.Settled, stderr string, err error) {
+	t.Helper()
+	out, errOut, err := temporalCLI(t, "workflow", "execute-update-with-start", "-o", "json",
+		"--type", "Delivery", "--task-queue", "courier", "--workflow-id", wfID,
+		"--id-conflict-policy", "UseExisting", "--id-reuse-policy", "RejectDuplicate",
+		"--memo", `fingerprint="`+fingerprint+`"`,
+		"--input", input,
+		"--update-name", "deliver", "--update-id", "deliver-"+fingerprint,
+		"--update-input", `{"fingerprint":"`+fingerprint+`"}`)
+	if err != nil {
+		return settled, out + errOut, err
+	}
+	var res struct {
+		UpdateResult workflows.Settled `json:"updateResult"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
+	return res.UpdateResult, errOut, nil
+}
+
+// TestTemporalCLIUpdateWithStart drives deliveries as a caller in any
+// language would with one command each: created, a join of the same
+// request, a conflict refused by the workflow, a park answered at once.
+func TestTemporalCLIUpdateWithStart(t *testing.T) {
+	request := func(dest, id, subject string) (wfID, input, fingerprint string) {
+		payload := `{"request_id":"` + id + `","subject":"` + subject + `"}`
+		sum := sha256.Sum256([]byte(payload))
+		return "delivery-" + keyFromSpec("acme", dest, "create-ticket", id),
+			`{"tenant":"acme","destination":"` + dest + `","operation":"create-ticket","business_id":"` + id + `","payload":` + payload + `}`,
+			hex.EncodeToString(sum[:])
+	}
+
+	id := uniqueID("cli-uws")
+	wfID, input, fp := request("helpdesk", id, "Move the workshop booking")
+	st, errOut, err := deliverWithCLI(t, wfID, input, fp)
+	require.NoError(t, err, errOut)
+	require.Equal(t, workflows.StatusCreated, st.Status)
+	require.Equal(t, fp, st.Fingerprint)
+
+	// The same request again joins the finished delivery: the server
+	// answers with the stored outcome of the same deliver update.
+	again, errOut, err := deliverWithCLI(t, wfID, input, fp)
+	require.NoError(t, err, errOut)
+	require.Equal(t, workflows.StatusCreated, again.Status)
+	require.Equal(t, st.Receipt.ResourceID, again.Receipt.ResourceID)
+	require.Equal(t, 1, effects(t, "helpdesk", id))
+
+	// Another payload for a running delivery is refused by the workflow's
+	// validator, naming both fingerprints; nothing is sent.
+	require.NoError(t, fx.env.Inject("legacy", sandbox.Fault{Kind: sandbox.FaultCloseAfterCommit}))
+	parkID := uniqueID("cli-uws-park")
+	parkWF, parkInput, parkFP := request("legacy", parkID, "Call back the customer")
+	began := time.Now()
+	st, errOut, err = deliverWithCLI(t, parkWF, parkInput, parkFP)
+	require.NoError(t, err, errOut)
+	require.Equal(t, workflows.StateAwaitingReview, st.State, "the answer comes when it parks")
+	require.Less(t, time.Since(began), 5*time.Second)
+	require.Contains(t, st.Review.Evidence, `destination "legacy" (dedup none) cannot deduplicate a retry`)
+
+	joined, errOut, err := deliverWithCLI(t, parkWF, parkInput, parkFP)
+	require.NoError(t, err, errOut)
+	require.Equal(t, workflows.StateAwaitingReview, joined.State, "a second caller joins the parked delivery")
+
+	_, otherInput, otherFP := request("legacy", parkID, "Another subject")
+	_, errOut, err = deliverWithCLI(t, parkWF, otherInput, otherFP)
+	require.Error(t, err)
+	require.Contains(t, errOut, parkFP)
+	require.Contains(t, errOut, otherFP)
+	require.Equal(t, 1, effects(t, "legacy", parkID), "one ticket: the lost response, never retried")
+}

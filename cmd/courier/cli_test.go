@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -39,6 +40,7 @@ type cli struct {
 	addr      string
 	env       *testsuite.Env
 	destsFile string
+	temporal  client.Client
 }
 
 type result struct {
@@ -89,6 +91,24 @@ func (c *cli) deliver(dest, id, payload string, more ...string) result {
 	args := append([]string{"deliver", "--tenant", "acme", "--destination", dest, "--operation", "create-ticket",
 		"--id", id, "--payload", payload}, more...)
 	return c.courier(args...)
+}
+
+// parkedAt is when the delivery parked: its state upsert's event time.
+func (c *cli) parkedAt(key string) time.Time {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	it := c.temporal.GetWorkflowHistory(ctx, workflows.WorkflowID(key), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var at time.Time
+	for it.HasNext() {
+		ev, err := it.Next()
+		require.NoError(c.t, err)
+		if ev.GetEventType() == enumspb.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES {
+			at = ev.GetEventTime().AsTime()
+		}
+	}
+	require.False(c.t, at.IsZero(), "delivery %s never parked", key)
+	return at
 }
 
 func ticket(id, subject string) string { return string(testsuite.Ticket(id, subject)) }
@@ -150,7 +170,7 @@ func setup(t *testing.T) *cli {
 	_, err = contract.Load(destsFile)
 	require.NoError(t, err, "the test's destinations file must be one the worker would accept")
 
-	return &cli{t: t, bin: bin, addr: srv.FrontendHostPort(), env: env, destsFile: destsFile}
+	return &cli{t: t, bin: bin, addr: srv.FrontendHostPort(), env: env, destsFile: destsFile, temporal: srv.Client()}
 }
 
 // TestCLI runs every delivery command through the built binary, with one
@@ -266,9 +286,13 @@ func testReview(t *testing.T, c *cli) {
 	// legacy has no dedup: a response lost after the commit must stop for review.
 	require.NoError(t, c.env.Inject("legacy", sandbox.Fault{Kind: sandbox.FaultCloseAfterCommit}))
 	r := c.deliver("legacy", id, ticket(id, "Call back the customer"))
+	exited := time.Now()
 	require.Equal(t, codeAwaiting, r.code, r.stderr)
 	st := status(t, r)
 	require.Equal(t, workflows.StateAwaitingReview, st.State)
+	// The command answers as the delivery parks, not at a poll.
+	parkedAt := c.parkedAt(key)
+	require.Less(t, exited.Sub(parkedAt), time.Second, "courier deliver exited %s after the park", exited.Sub(parkedAt))
 	require.Contains(t, r.stderr, "delivery "+key+" is awaiting review")
 	require.Contains(t, r.stderr, `destination "legacy" (dedup none) cannot deduplicate a retry`)
 	require.Contains(t, r.stderr, "courier review "+key+" --decision delivered")
