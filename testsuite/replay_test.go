@@ -35,11 +35,13 @@ import (
 const historiesDir = "testdata/histories"
 
 // Sets of recorded histories: deliveries that decided from the worker's
-// destinations file, and deliveries that decide from the contract recorded
-// with their first attempt.
+// destinations file; deliveries that decide from the contract recorded with
+// their first attempt; deliveries their callers waited on with the deliver
+// update.
 const (
 	setConfigContract   = "config-contract"
 	setRecordedContract = "recorded-contract"
+	setDeliverUpdate    = "deliver-update"
 )
 
 // recordedHistories reads every set's index and checks that each covers
@@ -52,7 +54,7 @@ func recordedHistories(t *testing.T) []RecordedHistory {
 	for _, idx := range indexes {
 		sets = append(sets, filepath.Base(filepath.Dir(idx)))
 	}
-	require.ElementsMatch(t, []string{setConfigContract, setRecordedContract}, sets)
+	require.ElementsMatch(t, []string{setConfigContract, setRecordedContract, setDeliverUpdate}, sets)
 	var hs []RecordedHistory
 	for _, set := range sets {
 		hs = append(hs, recordedSet(t, set)...)
@@ -129,7 +131,7 @@ func TestReplayRecordedHistories(t *testing.T) {
 // replays on a worker whose destinations file has none of its destinations
 // (they were edited or removed since): its decisions come from history.
 func TestReplayWithoutDestinations(t *testing.T) {
-	hs := recordedSet(t, setRecordedContract)
+	hs := append(recordedSet(t, setRecordedContract), recordedSet(t, setDeliverUpdate)...)
 	replayer := sdkworker.NewWorkflowReplayer()
 	worker.RegisterWorkflow(replayer, contract.Config{})
 	for _, h := range hs {
