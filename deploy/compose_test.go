@@ -647,3 +647,18 @@ func TestComposeWebUIMatchesDev(t *testing.T) {
 			"ui-server %s reads %s as %s", devserver.UIServerVersion, s.Env, s.Key)
 	}
 }
+
+// TestComposeServerRunsLikeDev: the compose server's dynamic config turns on
+// what `courier dev`'s server runs with for speed (eager activities).
+func TestComposeServerRunsLikeDev(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(repoRoot, "deploy", "dynamicconfig", "courier.yaml"))
+	require.NoError(t, err)
+	var dc map[string][]struct {
+		Value       any            `yaml:"value"`
+		Constraints map[string]any `yaml:"constraints"`
+	}
+	require.NoError(t, yaml.Unmarshal(b, &dc))
+	require.Contains(t, strings.Join(devserver.DynamicConfigArgs(), " "), devserver.EagerActivities+"=true")
+	require.Len(t, dc[devserver.EagerActivities], 1, "courier.yaml sets %s", devserver.EagerActivities)
+	require.Equal(t, true, dc[devserver.EagerActivities][0].Value)
+}
