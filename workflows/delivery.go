@@ -71,8 +71,10 @@ type delivery struct {
 	in    DeliveryInput
 	state State
 	res   DeliveryResult
-	// starter is the Caller of the deliver update that came with the start.
-	starter string
+	// starter is the Caller of the first deliver update: the one that came
+	// with the start.
+	starter     string
+	deliverSeen bool
 	// decision is an accepted review decision not yet acted on.
 	decision *ReviewDecision
 	// terms are the recorded contract and reviewers every decision uses;
@@ -122,10 +124,11 @@ func (d *delivery) setup(ctx workflow.Context) error {
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateDeliver,
 		func(ctx workflow.Context, r DeliverRequest) (Settled, error) {
-			// Only the update that came with the start arrives in the first
-			// workflow task; its caller started the delivery.
-			if d.starter == "" && workflow.GetInfo(ctx).GetCurrentHistoryLength() <= firstTaskHistoryLength {
-				d.starter = r.Caller
+			// Callers of one payload share one update ID, so the first
+			// deliver update is the one that came with the start (or, for a
+			// delivery started otherwise, the first join).
+			if !d.deliverSeen {
+				d.deliverSeen, d.starter = true, r.Caller
 			}
 			if err := workflow.Await(ctx, d.settled); err != nil {
 				return Settled{}, err
@@ -160,10 +163,6 @@ func (d *delivery) setup(ctx workflow.Context) error {
 	})
 	return nil
 }
-
-// firstTaskHistoryLength is a history's length during its first workflow
-// task: started, task scheduled, task started.
-const firstTaskHistoryLength = 3
 
 func (d *delivery) status() DeliveryStatus {
 	st := DeliveryStatus{State: d.state, Operation: d.in.Operation, DeliveryResult: d.res}

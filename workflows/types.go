@@ -198,8 +198,8 @@ type DeliverRequest struct {
 // final or parked for review.
 type Settled struct {
 	DeliveryStatus
-	// Starter is the Caller of the deliver update that came with the
-	// workflow's start, if one did.
+	// Starter is the Caller of the delivery's first deliver update: the one
+	// that came with its start when it was started with Update-with-Start.
 	Starter string `json:"starter,omitempty"`
 	// Epoch counts the accepted review decisions when it settled: a caller
 	// told "awaiting_review" by an older wait uses it to wait again.
