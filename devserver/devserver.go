@@ -67,14 +67,23 @@ func Ensure(ctx context.Context, log io.Writer) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%w (not inside a Courier checkout, so not building it here)", ErrNoBinary)
 	}
-	fmt.Fprintf(log, "building the Temporal CLI %s into %s (once; a few minutes)...\n", CLIVersion, filepath.Join(root, "bin"))
-	cmd := exec.CommandContext(ctx, "go", "install", "github.com/temporalio/cli/cmd/temporal@"+CLIVersion)
-	cmd.Env = append(os.Environ(), "GOBIN="+filepath.Join(root, "bin"))
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("build the Temporal CLI: %w", err)
+	if err := goInstall(ctx, log, "the Temporal CLI", "github.com/temporalio/cli/cmd/temporal@"+CLIVersion,
+		filepath.Join(root, "bin"), "a few minutes"); err != nil {
+		return "", err
 	}
 	return Binary()
+}
+
+// goInstall builds a pinned command from the Go module proxy into dir.
+func goInstall(ctx context.Context, log io.Writer, what, pkg, dir, takes string) error {
+	fmt.Fprintf(log, "building %s %s into %s (once; %s)...\n", what, pkg, dir, takes)
+	cmd := exec.CommandContext(ctx, "go", "install", pkg)
+	cmd.Env = append(os.Environ(), "GOBIN="+dir)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("build %s: %w", what, err)
+	}
+	return nil
 }
 
 // RepoRoot is the Courier checkout around the working directory.

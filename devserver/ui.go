@@ -67,13 +67,9 @@ func EnsureUI(ctx context.Context, log io.Writer) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("web UI server not found (not inside a Courier checkout, so not building it here); %s", UIBuildHint)
 	}
-	dir := filepath.Join(root, "bin", "ui-server")
-	fmt.Fprintf(log, "building the Temporal web UI server %s into %s (once)...\n", UIServerVersion, dir)
-	cmd := exec.CommandContext(ctx, "go", "install", "github.com/temporalio/ui-server/v2/cmd/server@"+UIServerVersion)
-	cmd.Env = append(os.Environ(), "GOBIN="+dir)
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("build the web UI server: %w", err)
+	if err := goInstall(ctx, log, "the web UI server", "github.com/temporalio/ui-server/v2/cmd/server@"+UIServerVersion,
+		filepath.Join(root, "bin", "ui-server"), "under a minute"); err != nil {
+		return "", err
 	}
 	return UIBinary()
 }

@@ -143,14 +143,13 @@ func (s *Client) start(ctx context.Context, in workflows.DeliveryInput, h Handle
 		return h, nil
 	case errors.As(err, &nf):
 		// Closed since: its result decides.
-		prev, restart, err := s.closed(ctx, h, started.RunId, reuse)
+		_, restart, err := s.closed(ctx, h, started.RunId, reuse)
 		if err != nil {
 			return Handle{}, err
 		}
 		if restart {
 			return s.start(ctx, in, h, enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE)
 		}
-		_ = prev
 		h.RunID, h.Joined = started.RunId, true
 		return h, nil
 	}
@@ -284,7 +283,7 @@ func (s *Client) settle(ctx context.Context, in workflows.DeliveryInput, h Handl
 		if now.State == workflows.StateAwaitingReview || now.Status != "" {
 			return now, joined, nil
 		}
-		epoch = s.epochOf(now) // delivering again: wait for its next settle
+		epoch = now.Review.AcceptedDecisions() // delivering again: wait for its next settle
 	}
 }
 
@@ -297,7 +296,7 @@ func (s *Client) Wait(ctx context.Context, key string) (workflows.DeliveryStatus
 	h := Handle{Key: key, Fingerprint: st.Fingerprint, WorkflowID: workflows.WorkflowID(key)}
 	uh, err := s.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID:   h.WorkflowID,
-		UpdateID:     workflows.DeliverUpdateID(h.Fingerprint, s.epochOf(st)),
+		UpdateID:     workflows.DeliverUpdateID(h.Fingerprint, st.Review.AcceptedDecisions()),
 		UpdateName:   workflows.UpdateDeliver,
 		Args:         []any{workflows.DeliverRequest{Fingerprint: h.Fingerprint}},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
@@ -317,20 +316,6 @@ func (s *Client) Wait(ctx context.Context, key string) (workflows.DeliveryStatus
 		return s.Status(ctx, key)
 	}
 	return out.DeliveryStatus, nil
-}
-
-// epochOf is the deliver update epoch for a delivery in this state: the
-// number of review decisions it has accepted.
-func (s *Client) epochOf(st workflows.DeliveryStatus) int {
-	n := 0
-	if st.Review != nil {
-		for _, rec := range st.Review.Decisions {
-			if rec.Accepted {
-				n++
-			}
-		}
-	}
-	return n
 }
 
 // Status returns the delivery's current status (running or finished).

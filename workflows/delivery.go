@@ -133,7 +133,7 @@ func (d *delivery) setup(ctx workflow.Context) error {
 			if err := workflow.Await(ctx, d.settled); err != nil {
 				return Settled{}, err
 			}
-			return Settled{DeliveryStatus: d.status(), Starter: d.starter, Epoch: d.epoch()}, nil
+			return Settled{DeliveryStatus: d.status(), Starter: d.starter, Epoch: d.res.Review.AcceptedDecisions()}, nil
 		},
 		workflow.UpdateHandlerOptions{Validator: func(_ workflow.Context, r DeliverRequest) error {
 			if r.Fingerprint != d.res.Fingerprint {
@@ -175,19 +175,6 @@ func (d *delivery) status() DeliveryStatus {
 // settled: final, or parked waiting for a decision.
 func (d *delivery) settled() bool {
 	return d.res.Status != "" || (d.state == StateAwaitingReview && d.decision == nil)
-}
-
-// epoch counts the accepted review decisions.
-func (d *delivery) epoch() int {
-	n := 0
-	if d.res.Review != nil {
-		for _, rec := range d.res.Review.Decisions {
-			if rec.Accepted {
-				n++
-			}
-		}
-	}
-	return n
 }
 
 func (d *delivery) run(ctx workflow.Context) (DeliveryResult, error) {

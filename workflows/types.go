@@ -146,6 +146,19 @@ type Review struct {
 	Dropped int `json:"dropped,omitempty"`
 }
 
+// AcceptedDecisions counts the decisions the delivery acted on; nil has none.
+func (r *Review) AcceptedDecisions() int {
+	n := 0
+	if r != nil {
+		for _, rec := range r.Decisions {
+			if rec.Accepted {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // MaxIgnoredRecords is how many ignored decisions a delivery records in
 // full; the rest are only counted, so a flood of bad signals costs bounded
 // space.
