@@ -200,14 +200,14 @@ func (d *delivery) run(ctx workflow.Context) (DeliveryResult, error) {
 	for {
 		out := d.attempt(ctx)
 		n := len(d.res.Attempts)
-		c, err := d.recordedContract(ctx)
-		if err != nil {
-			return DeliveryResult{}, err
-		}
 		if out.Class == contract.ClassUnconfigured && d.nothingAppliedBefore() {
 			// Nothing was ever sent: the request named a destination the
 			// workers do not have, and may be corrected and sent again.
 			return d.finish(ctx, StatusRejected, nil, out.Error)
+		}
+		c, err := d.recordedContract(ctx)
+		if err != nil {
+			return DeliveryResult{}, err
 		}
 		if out.Class == contract.ClassUnconfigured && workflow.GetVersion(ctx, versionRecordedContract, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 			return d.finish(ctx, StatusRejected, nil, out.Error) // as deliveries before it did
