@@ -167,15 +167,25 @@ func (a *Activities) adapter(name string) (Adapter, error) {
 	ad, ok := a.Adapters[name]
 	if !ok {
 		return nil, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("destination %q is not configured on the workers (not on this one, at least)", name), ErrUnknownDestination, nil)
+			fmt.Sprintf("destination %q is not configured on the workers", name), ErrUnknownDestination, nil)
 	}
 	return ad, nil
 }
 
+// terms are the worker's current terms for a destination; their contract
+// is nil when the worker has no such destination.
+func (a *Activities) terms(destination string) Terms {
+	t := Terms{Reviewers: a.Reviewers}
+	if c, ok := a.Contracts[destination]; ok {
+		t.Contract = &c
+	}
+	return t
+}
+
 // prepare finds the adapter and fills in the contract the request runs
-// under: the recorded one, else the worker's current one (returned too, to
-// be recorded).
-func (a *Activities) prepare(req *Request) (Adapter, *contract.Contract, error) {
+// under: the recorded one, else the worker's current one, whose terms it
+// returns to be recorded.
+func (a *Activities) prepare(req *Request) (Adapter, *Terms, error) {
 	ad, err := a.adapter(req.Destination)
 	if err != nil {
 		return nil, nil, err
@@ -183,13 +193,13 @@ func (a *Activities) prepare(req *Request) (Adapter, *contract.Contract, error) 
 	if req.Contract != nil {
 		return ad, nil, nil
 	}
-	c, ok := a.Contracts[req.Destination]
-	if !ok {
+	t := a.terms(req.Destination)
+	if t.Contract == nil {
 		return nil, nil, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("destination %q has no contract on this worker", req.Destination), ErrUnknownDestination, nil)
 	}
-	req.Contract = &c
-	return ad, &c, nil
+	req.Contract = t.Contract
+	return ad, &t, nil
 }
 
 // Attempt makes one attempt at the destination. Its result is recorded in
@@ -207,9 +217,7 @@ func (a *Activities) Attempt(ctx context.Context, req Request) (Outcome, error) 
 	if checked {
 		out = ad.Deliver(ctx, req)
 	}
-	if current != nil {
-		out.Terms = &Terms{Contract: current, Reviewers: a.Reviewers}
-	}
+	out.Terms = current
 	activity.GetLogger(ctx).Info("attempt finished",
 		"key", req.Key, "destination", req.Destination, "attempt", req.Attempt,
 		"class", out.Class, "status_code", out.StatusCode, "error", out.Error)
@@ -332,11 +340,7 @@ func (a *Activities) Lookup(ctx context.Context, req Request) (Found, error) {
 // delivery that has none recorded yet (its first attempt was lost before it
 // could report them). Run as a local activity: its answer is recorded.
 func (a *Activities) ResolveTerms(_ context.Context, destination string) (Terms, error) {
-	t := Terms{Reviewers: a.Reviewers}
-	if c, ok := a.Contracts[destination]; ok {
-		t.Contract = &c
-	}
-	return t, nil
+	return a.terms(destination), nil
 }
 
 // RemindReview tells operators that a delivery still waits for a decision.
