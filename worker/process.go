@@ -174,18 +174,14 @@ func StartProcess(ctx context.Context, o ProcessOptions) (_ *Process, err error)
 // DefaultPollers is how many pollers a worker runs per task queue when its
 // options set none. With the SDK's two, a burst of tasks finds no poller
 // waiting and the server writes each to the queue's backlog to read it back
-// later: on the dev server with 16 deliveries in flight, 8 pollers took p99
-// latency from about 3 s to 1.4 s and throughput from about 13 to 17 a
-// second (courier bench), for the bare workflow and Courier alike.
+// later (the README's performance section has the measurement).
 const DefaultPollers = 8
 
 // DefaultCacheSize bounds the workflows kept in memory. A parked delivery
-// held there costs about 65 KB of worker memory, and it may wait for a
-// person for days: with the SDK's 10,000, 2,000 parked deliveries took the
-// worker to 163 MB; with 1,000, to 120 MB, and 10,000 stay in bounds. One
-// evicted from the cache is replayed from its short history when its
-// review comes (resolving 2,000 took 72 s instead of 57 s). Deliveries in
-// flight are recent, so they stay cached.
+// held there may wait for a person for days, and the SDK's default of
+// 10,000 lets parked ones fill the worker's memory. One evicted from the
+// cache is replayed from its short history when its review comes.
+// Deliveries in flight are recent, so they stay cached.
 const DefaultCacheSize = 1000
 
 // WithDefaultPollers sets DefaultPollers where o leaves the pollers unset.
