@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/suite"
+	sdkpb "go.temporal.io/api/sdk/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	sdktest "go.temporal.io/sdk/testsuite"
@@ -157,6 +158,18 @@ func (s *TermsSuite) TestOverLongDecisionIsRefusedAndCut() {
 	}, nil).Once()
 	long := workflows.ReviewDecision{Decision: "abandon", Reviewer: "ops", Note: string(make([]byte, workflows.MaxNoteLen+1))}
 	s.env.RegisterDelayedCallback(func() {
+		// The web UI's current details say why it waits, with commands
+		// that work when pasted.
+		v, err := s.env.QueryWorkflow("__temporal_workflow_metadata")
+		s.Require().NoError(err)
+		var meta sdkpb.WorkflowMetadata
+		s.Require().NoError(v.Get(&meta))
+		details := meta.GetCurrentDetails()
+		key := workflows.Key(s.in.Operation)
+		s.Contains(details, "cannot deduplicate a retry")
+		s.Contains(details, "courier review "+key+" --decision delivered --resource-id ID --reviewer NAME --note \"found it\"")
+		s.Contains(details, "courier review "+key+" --decision retry --reviewer NAME --note")
+		s.Contains(details, `{"decision": "delivered", "resource_id": "ID", "reviewer": "NAME", "note": "found it"}`)
 		s.env.UpdateWorkflow(workflows.UpdateReview, "long", &sdktest.TestUpdateCallback{
 			OnReject:   func(err error) { s.ErrorContains(err, "note: 1025 bytes is over the limit of 1024") },
 			OnAccept:   func() { s.Fail("an over-long note was accepted") },

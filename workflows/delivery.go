@@ -604,8 +604,15 @@ func (d *delivery) details() string {
 			s += " (" + last.Error + ")"
 		}
 	}
-	if d.state == StateAwaitingReview && d.res.Status == "" {
-		s += fmt.Sprintf("\n\nwaiting for a review decision: `courier review %s --decision retry|delivered|abandon --reviewer NAME`", d.res.Key)
+	if d.state == StateAwaitingReview && d.res.Status == "" && d.res.Review != nil {
+		// Code blocks, so that what an operator copies pastes as typed.
+		s += "\n\n**Waiting for a review decision.** " + d.res.Review.Evidence +
+			"\n\nCheck the destination for the effect, then decide one of:\n\n```\n" +
+			fmt.Sprintf("courier review %s --decision delivered --resource-id ID --reviewer NAME --note \"found it\"\n", d.res.Key) +
+			fmt.Sprintf("courier review %s --decision retry --reviewer NAME --note \"it is not there\"\n", d.res.Key) +
+			fmt.Sprintf("courier review %s --decision abandon --reviewer NAME --note \"why\"\n", d.res.Key) +
+			"```\n\nor here, More Actions → Send an Update, name `review` (it refuses a bad decision; a signal ignores it):\n\n```\n" +
+			`{"decision": "delivered", "resource_id": "ID", "reviewer": "NAME", "note": "found it"}` + "\n```"
 	}
 	if d.res.Error != "" {
 		s += "\n\n" + d.res.Error
