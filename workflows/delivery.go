@@ -277,7 +277,9 @@ func (d *delivery) run(ctx workflow.Context) (DeliveryResult, error) {
 		}
 		d.event(ctx, n, "retry_scheduled", "in "+wait.String())
 		d.setState(ctx, StateRetryWait)
-		if err := workflow.Sleep(ctx, wait); err != nil {
+		// Summaries name what the history's timers and activities are for.
+		retry := workflow.TimerOptions{Summary: fmt.Sprintf("retry wait before attempt %d", n+1)}
+		if err := workflow.NewTimerWithOptions(ctx, wait, retry).Get(ctx, nil); err != nil {
 			return DeliveryResult{}, err
 		}
 	}
@@ -375,6 +377,7 @@ func (d *delivery) attempt(ctx workflow.Context) activities.Outcome {
 		// One execution per attempt: the workflow decides about every retry,
 		// because what is safe depends on the result and the contract.
 		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
+		Summary:     fmt.Sprintf("attempt %d: %s → %s", n, d.in.Operation.Operation, d.in.Destination),
 	})
 	started := workflow.Now(ctx)
 	var out activities.Outcome
@@ -426,6 +429,7 @@ func (d *delivery) lookup(ctx workflow.Context, c contract.Contract) (activities
 		TaskQueue:           queue,
 		StartToCloseTimeout: timeout,
 		HeartbeatTimeout:    activities.HeartbeatTimeout,
+		Summary:             fmt.Sprintf("lookup: did attempt %d take effect at %s?", len(d.res.Attempts), d.in.Destination),
 		// A read: retrying it is always safe.
 		RetryPolicy: &temporal.RetryPolicy{
 			MaximumAttempts:        5,
@@ -468,7 +472,9 @@ func (d *delivery) review(ctx workflow.Context, reminder contract.Duration, evid
 			}
 			break
 		}
-		ok, err := workflow.AwaitWithTimeout(ctx, reminder.D(), decided)
+		ok, err := workflow.AwaitWithOptions(ctx, workflow.AwaitOptions{
+			Timeout: reminder.D(), TimerOptions: workflow.TimerOptions{Summary: "review reminder due"},
+		}, decided)
 		if err != nil {
 			return true, DeliveryResult{}, err
 		}
@@ -499,6 +505,7 @@ func (d *delivery) remind(ctx workflow.Context) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+		Summary:             fmt.Sprintf("review reminder %d", d.res.Review.Reminders),
 	})
 	r := activities.Reminder{
 		Key: d.res.Key, Destination: d.in.Destination,
