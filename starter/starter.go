@@ -129,13 +129,9 @@ func (s *Client) start(ctx context.Context, in workflows.DeliveryInput, h Handle
 		return Handle{}, fmt.Errorf("start delivery %s: %w", h.Key, err)
 	}
 	// Running: the workflow's validator accepts the join or calls it a conflict.
-	_, err = s.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID: h.WorkflowID, RunID: started.RunId,
-		UpdateID:     workflows.DeliverUpdateID(h.Fingerprint, 0),
-		UpdateName:   workflows.UpdateDeliver,
-		Args:         []any{workflows.DeliverRequest{Fingerprint: h.Fingerprint}},
-		WaitForStage: client.WorkflowUpdateStageAccepted,
-	})
+	join := deliverUpdate(h, workflows.DeliverUpdateID(h.Fingerprint, 0), "", client.WorkflowUpdateStageAccepted)
+	join.RunID = started.RunId
+	_, err = s.c.UpdateWorkflow(ctx, join)
 	var nf *serviceerror.NotFound
 	switch {
 	case err == nil:
@@ -154,6 +150,19 @@ func (s *Client) start(ctx context.Context, in workflows.DeliveryInput, h Handle
 		return h, nil
 	}
 	return Handle{}, s.conflictOr(h, err)
+}
+
+// deliverUpdate is the deliver update for h's payload under this update ID;
+// caller is this caller's token, empty where the answer's starter does not
+// matter.
+func deliverUpdate(h Handle, id, caller string, stage client.WorkflowUpdateStage) client.UpdateWorkflowOptions {
+	return client.UpdateWorkflowOptions{
+		WorkflowID:   h.WorkflowID,
+		UpdateID:     id,
+		UpdateName:   workflows.UpdateDeliver,
+		Args:         []any{workflows.DeliverRequest{Fingerprint: h.Fingerprint, Caller: caller}},
+		WaitForStage: stage,
+	}
 }
 
 // conflictOr turns the deliver update's conflict refusal into a
@@ -238,12 +247,7 @@ func (s *Client) settle(ctx context.Context, in workflows.DeliveryInput, h Handl
 		}
 		uh, err := s.c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 			StartWorkflowOperation: s.c.NewWithStartWorkflowOperation(opts, workflows.WorkflowType, in),
-			UpdateOptions: client.UpdateWorkflowOptions{
-				UpdateID:     id,
-				UpdateName:   workflows.UpdateDeliver,
-				Args:         []any{workflows.DeliverRequest{Fingerprint: h.Fingerprint, Caller: caller}},
-				WaitForStage: client.WorkflowUpdateStageCompleted,
-			},
+			UpdateOptions:          deliverUpdate(h, id, caller, client.WorkflowUpdateStageCompleted),
 		})
 		var out workflows.Settled
 		if err == nil {
@@ -294,13 +298,8 @@ func (s *Client) Wait(ctx context.Context, key string) (workflows.DeliveryStatus
 		return st, err
 	}
 	h := Handle{Key: key, Fingerprint: st.Fingerprint, WorkflowID: workflows.WorkflowID(key)}
-	uh, err := s.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID:   h.WorkflowID,
-		UpdateID:     workflows.DeliverUpdateID(h.Fingerprint, st.Review.AcceptedDecisions()),
-		UpdateName:   workflows.UpdateDeliver,
-		Args:         []any{workflows.DeliverRequest{Fingerprint: h.Fingerprint}},
-		WaitForStage: client.WorkflowUpdateStageCompleted,
-	})
+	uh, err := s.c.UpdateWorkflow(ctx, deliverUpdate(h,
+		workflows.DeliverUpdateID(h.Fingerprint, st.Review.AcceptedDecisions()), "", client.WorkflowUpdateStageCompleted))
 	var out workflows.Settled
 	if err == nil {
 		err = uh.Get(ctx, &out)
