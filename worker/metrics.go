@@ -18,20 +18,13 @@ import (
 	"github.com/abde64c9/courier/workflows"
 )
 
-// Courier's own metrics, next to the SDK's temporal_* ones. Counters are
-// exported with a _total suffix (courier_deliveries_total, ...).
+// Courier's own metrics, next to the SDK's temporal_* ones. The counters
+// are the workflow's (see workflows); counters are exported with a _total
+// suffix (courier_deliveries_total, ...).
 const (
-	// MetricDeliveries counts finished deliveries by destination and final
-	// status (created, duplicate, conflict, rejected, attempt_limit,
-	// delivered_by_review, abandoned).
-	MetricDeliveries = "courier_deliveries"
-	// MetricAttempts counts attempts by destination and class (created,
-	// replayed, not_sent, unknown_outcome, ...). A lost attempt (the worker
-	// died mid-attempt) counts as unknown_outcome, as the workflow sees it.
-	MetricAttempts = "courier_attempts"
-	// MetricUnknownOutcomes counts attempts whose effect is uncertain: no
-	// answer after the request was (or may have been) written, or a 5xx.
-	MetricUnknownOutcomes = "courier_unknown_outcomes"
+	MetricDeliveries      = workflows.MetricDeliveries
+	MetricAttempts        = workflows.MetricAttempts
+	MetricUnknownOutcomes = workflows.MetricUnknownOutcomes
 	// MetricAwaitingReview is a gauge of the deliveries parked for a human
 	// decision, by destination, read from the visibility store.
 	MetricAwaitingReview = "courier_deliveries_awaiting_review"

@@ -14,7 +14,6 @@ import (
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 
@@ -131,7 +130,6 @@ func StartProcess(ctx context.Context, o ProcessOptions) (_ *Process, err error)
 	// Process-wide in the SDK: it takes effect before the first worker starts.
 	sdkworker.SetStickyWorkflowCacheSize(cache)
 	wo := WithDefaultPollers(o.Worker)
-	wo.Interceptors = append([]interceptor.WorkerInterceptor{Interceptor()}, wo.Interceptors...)
 	if wo.WorkerStopTimeout == 0 {
 		wo.WorkerStopTimeout = DefaultStopTimeout
 	}

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -398,6 +399,15 @@ func (d *delivery) attempt(ctx workflow.Context) activities.Outcome {
 		Number: n, Started: started, Ended: workflow.Now(ctx),
 		Class: out.Class, StatusCode: out.StatusCode, Error: out.Error,
 	})
+	// The one place an attempt is classified: counted and logged here.
+	h := workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"destination": d.in.Destination})
+	h.WithTags(map[string]string{"class": string(out.Class)}).Counter(MetricAttempts).Inc(1)
+	if out.Class == contract.ClassUnknown || out.Class == contract.ClassServerError {
+		h.Counter(MetricUnknownOutcomes).Inc(1)
+		d.logger(ctx).Warn("attempt outcome unknown", "class", out.Class, "error", out.Error)
+	} else {
+		d.logger(ctx).Debug("attempt classified", "class", out.Class)
+	}
 	switch out.Class {
 	case contract.ClassCreated, contract.ClassReplayed:
 		d.event(ctx, n, "receipt_received", fmt.Sprintf("%s, status %d", out.Class, out.StatusCode))
@@ -464,6 +474,7 @@ func (d *delivery) review(ctx workflow.Context, reminder contract.Duration, evid
 	if err := d.upsertState(ctx); err != nil {
 		return true, DeliveryResult{}, err
 	}
+	d.logger(ctx).Warn("delivery awaiting review: a person must decide (courier review)", "evidence", evidence)
 	decided := func() bool { return d.decision != nil }
 	for !decided() {
 		if reminder <= 0 {
@@ -585,6 +596,12 @@ func excerpt(s string, n int) string {
 	return s[:n] + "…"
 }
 
+// logger is the workflow's logger (silent on replay) with the delivery's
+// key, destination and current attempt on every line.
+func (d *delivery) logger(ctx workflow.Context) log.Logger {
+	return log.With(workflow.GetLogger(ctx), "key", d.res.Key, "destination", d.in.Destination, "attempt", len(d.res.Attempts))
+}
+
 func (d *delivery) event(ctx workflow.Context, attempt int, name, detail string) {
 	d.res.Events = append(d.res.Events, Event{Time: workflow.Now(ctx), Attempt: attempt, Event: name, Detail: detail})
 }
@@ -671,6 +688,17 @@ func (d *delivery) finish(ctx workflow.Context, st Status, receipt *activities.R
 	if err := d.upsertState(ctx); err != nil {
 		return DeliveryResult{}, err
 	}
+	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{
+		"destination": d.in.Destination, "status": string(st),
+	}).Counter(MetricDeliveries).Inc(1)
+	kv := []any{"status", st, "attempts", len(d.res.Attempts)}
+	if receipt != nil {
+		kv = append(kv, "resource_id", receipt.ResourceID)
+	}
+	if cause != "" {
+		kv = append(kv, "cause", cause)
+	}
+	d.logger(ctx).Info("delivery finished", kv...)
 	// Deliver updates waiting for this end answer before the run closes.
 	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 		return DeliveryResult{}, err

@@ -39,6 +39,17 @@ const (
 	// fingerprint, then the request's.
 	ErrConflict = "Conflict"
 
+	// Courier's metrics, counted by the workflow where it records the fact
+	// (never on replay); exported with a _total suffix.
+	// MetricDeliveries: finished deliveries by destination and final status.
+	MetricDeliveries = "courier_deliveries"
+	// MetricAttempts: attempts by destination and class; an attempt lost
+	// with its worker counts as unknown_outcome, as the workflow records it.
+	MetricAttempts = "courier_attempts"
+	// MetricUnknownOutcomes: attempts whose effect is uncertain (no answer
+	// after the request was, or may have been, written; or a 5xx).
+	MetricUnknownOutcomes = "courier_unknown_outcomes"
+
 	// Activity names.
 	ActivityAttempt      = "Attempt"
 	ActivityLookup       = "Lookup"
