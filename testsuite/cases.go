@@ -362,7 +362,7 @@ func Cases() []Case {
 					return err
 				}
 				r.Report.Effects, r.Report.Outcome = n, OutcomeSuccess
-				r.Env.Adapters.SQL(DestLedger).LoseAcks(1)
+				r.Env.Faults[DestLedger].LoseAcks(1)
 				return r.courierPath(ctx, in)
 			}},
 	}

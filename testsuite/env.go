@@ -12,7 +12,9 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/abde64c9/courier/activities"
+	"github.com/abde64c9/courier/activities/sqldest"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/internal/lab/faults"
 	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/worker"
 	"github.com/abde64c9/courier/workflows"
@@ -28,6 +30,10 @@ type Env struct {
 	Config     contract.Config
 	Adapters   *worker.Adapters
 	Activities *activities.Activities
+	// Faults wrap every adapter, for the cases that inject one in the
+	// adapter rather than at the sandbox (a lost SQL acknowledgement).
+	Faults map[string]*faults.Adapter
+	sql    map[string]*sqldest.Adapter
 
 	http *httptest.Server
 }
@@ -45,6 +51,14 @@ func NewEnv(dir string) (*Env, error) {
 	if e.Adapters, err = worker.OpenAdapters(e.Config); err != nil {
 		e.Close()
 		return nil, err
+	}
+	e.Faults, e.sql = map[string]*faults.Adapter{}, map[string]*sqldest.Adapter{}
+	for name, ad := range e.Adapters.ByName {
+		if sq, ok := ad.(*sqldest.Adapter); ok {
+			e.sql[name] = sq
+		}
+		e.Faults[name] = faults.Wrap(ad)
+		e.Adapters.ByName[name] = e.Faults[name]
 	}
 	// The test environment runs each delivery once: it has no earlier runs.
 	e.Activities = worker.NewActivities(nil, e.Config, e.Adapters)
@@ -77,8 +91,8 @@ func (e *Env) Close() {
 
 // Effects counts the effects the destination stored for one business id.
 func (e *Env) Effects(dest, businessID string) (int, error) {
-	if d := e.Config.Destinations[dest]; d.Adapter == contract.AdapterSQL {
-		rows, err := e.Adapters.SQL(dest).Rows(context.Background())
+	if sq, ok := e.sql[dest]; ok {
+		rows, err := sq.Rows(context.Background())
 		if err != nil {
 			return 0, err
 		}

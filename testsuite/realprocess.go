@@ -17,7 +17,9 @@ import (
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
+	"github.com/abde64c9/courier/activities/sqldest"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/internal/lab/faults"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/worker"
 	"github.com/abde64c9/courier/workflows"
@@ -87,9 +89,11 @@ func workerProcess(ctx context.Context, logger *slog.Logger) error {
 		if err != nil {
 			return fmt.Errorf("%s=%q: want an exit code: %w", envExitAfterCommit, s, err)
 		}
-		for _, name := range cfg.Names() {
-			if a := ads.SQL(name); a != nil {
-				a.AfterCommit = func() { os.Exit(code) }
+		for name, ad := range ads.ByName {
+			if _, ok := ad.(*sqldest.Adapter); ok {
+				crashing := faults.Wrap(ad)
+				crashing.AfterEffect = func() { os.Exit(code) }
+				ads.ByName[name] = crashing
 			}
 		}
 	}

@@ -62,12 +62,6 @@ func (a *Adapters) Close() error {
 	return errors.Join(errs...)
 }
 
-// SQL returns the named SQL adapter, for fault hooks in tests.
-func (a *Adapters) SQL(name string) *sqldest.Adapter {
-	s, _ := a.ByName[name].(*sqldest.Adapter)
-	return s
-}
-
 // OpenAdapters opens every destination's adapter. A missing secret or an
 // unusable database stops the worker here, before it takes any task.
 func OpenAdapters(cfg contract.Config) (*Adapters, error) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/internal/lab/faults"
 )
 
 // The cases every driver must pass, run against real databases: SQLite files
@@ -139,8 +140,9 @@ func testCore(t *testing.T, newDest func(t *testing.T) contract.Destination) {
 	t.Run("lost acknowledgement then retry", func(t *testing.T) {
 		a := open(t, newDest(t))
 		req := request("lost-ack", `{"amount":10}`)
-		a.LoseAcks(1)
-		out := a.Deliver(ctx, req)
+		lossy := faults.Wrap(a)
+		lossy.LoseAcks(1)
+		out := lossy.Deliver(ctx, req)
 		require.Equal(t, contract.ClassUnknown, out.Class)
 		require.Contains(t, out.Error, "acknowledgement lost after commit")
 		require.Equal(t, 1, count(t, a), "the commit happened")
@@ -167,7 +169,8 @@ func testCore(t *testing.T, newDest func(t *testing.T) contract.Destination) {
 		req := request("hook", `{"amount":10}`)
 		var seen int
 		var found activities.Found
-		a.AfterCommit = func() {
+		hooked := faults.Wrap(a)
+		hooked.AfterEffect = func() {
 			// A second connection, as a new process would open.
 			b, err := Open("ledger", d)
 			require.NoError(t, err)
@@ -176,7 +179,7 @@ func testCore(t *testing.T, newDest func(t *testing.T) contract.Destination) {
 			found, err = b.Lookup(ctx, req)
 			require.NoError(t, err)
 		}
-		requireCreated(t, a.Deliver(ctx, req), "hook")
+		requireCreated(t, hooked.Deliver(ctx, req), "hook")
 		require.Equal(t, 1, seen)
 		require.True(t, found.Found)
 	})

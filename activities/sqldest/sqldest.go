@@ -25,7 +25,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -47,15 +46,6 @@ type Adapter struct {
 	db      *sql.DB
 	timeout time.Duration
 	q       queries
-
-	// AfterCommit is a test/fault-injection hook, nil in production: it is
-	// called right after a successful COMMIT, before Deliver returns. A test
-	// sets it to os.Exit(23) in a worker subprocess to reproduce "the commit
-	// happened, then the process died before anyone heard of it". Set it
-	// before the first Deliver.
-	AfterCommit func()
-
-	lostAcks atomic.Int64
 }
 
 var _ activities.Adapter = (*Adapter)(nil)
@@ -71,25 +61,6 @@ type Row struct {
 	Payload     json.RawMessage `json:"payload"`
 	ResourceID  string          `json:"resource_id"`
 	CreatedAt   time.Time       `json:"created_at"`
-}
-
-// LoseAcks is a test/fault-injection hook: the next n successful commits
-// report unknown_outcome ("acknowledgement lost after commit"), as if the
-// connection dropped right after COMMIT reached the database. The rows are
-// stored. Zero (the default) injects nothing; safe for concurrent use.
-func (a *Adapter) LoseAcks(n int) { a.lostAcks.Store(int64(max(n, 0))) }
-
-// takeLostAck consumes one injected lost acknowledgement, if any is left.
-func (a *Adapter) takeLostAck() bool {
-	for {
-		n := a.lostAcks.Load()
-		if n <= 0 {
-			return false
-		}
-		if a.lostAcks.CompareAndSwap(n, n-1) {
-			return true
-		}
-	}
 }
 
 // Close releases the database connections.
@@ -134,13 +105,6 @@ func (a *Adapter) Deliver(ctx context.Context, req activities.Request) activitie
 		// got an error (connection reset, deadline while waiting).
 		return activities.Outcome{Class: contract.ClassUnknown,
 			Error: fmt.Errorf("commit of key %s, the row may or may not be stored: %w", req.Key, err).Error()}
-	}
-	if a.AfterCommit != nil {
-		a.AfterCommit()
-	}
-	if a.takeLostAck() {
-		return activities.Outcome{Class: contract.ClassUnknown,
-			Error: fmt.Sprintf("acknowledgement lost after commit of key %s (injected fault)", req.Key)}
 	}
 	return activities.Outcome{Class: contract.ClassCreated, Receipt: receipt(resourceID(req.Key), false)}
 }

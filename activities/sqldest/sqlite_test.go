@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/internal/lab/faults"
 )
 
 func sqliteDest(t *testing.T) contract.Destination {
@@ -77,8 +78,9 @@ func TestCommitThenProcessCrash(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a.AfterCommit = func() { os.Exit(23) }
-		out := a.Deliver(context.Background(), req)
+		crashing := faults.Wrap(a)
+		crashing.AfterEffect = func() { os.Exit(23) }
+		out := crashing.Deliver(context.Background(), req)
 		t.Fatalf("the process should have exited after the commit; got %+v", out)
 	}
 

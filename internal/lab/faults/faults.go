@@ -1,0 +1,61 @@
+// Package faults injects transport faults around a destination adapter, for
+// the lab and the tests: a decorator, so that production adapters carry no
+// test hooks.
+package faults
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/abde64c9/courier/activities"
+	"github.com/abde64c9/courier/contract"
+)
+
+// Adapter wraps a destination adapter with injectable faults.
+type Adapter struct {
+	activities.Adapter
+	// AfterEffect, when set, is called right after the wrapped adapter
+	// reports a new effect (for SQL: right after COMMIT), before the attempt
+	// reports it. Set to os.Exit(23) in a worker process, it reproduces "the
+	// commit happened, then the process died before anyone heard of it".
+	// Set it before the first Deliver.
+	AfterEffect func()
+	lostAcks    atomic.Int64
+}
+
+// Wrap decorates ad.
+func Wrap(ad activities.Adapter) *Adapter { return &Adapter{Adapter: ad} }
+
+// LoseAcks makes the next n new effects report unknown_outcome
+// ("acknowledgement lost after commit"), as if the connection dropped right
+// after the effect was stored. The effects are stored. Safe for concurrent use.
+func (a *Adapter) LoseAcks(n int) { a.lostAcks.Store(int64(max(n, 0))) }
+
+// Deliver makes the wrapped attempt, then applies the faults.
+func (a *Adapter) Deliver(ctx context.Context, req activities.Request) activities.Outcome {
+	out := a.Adapter.Deliver(ctx, req)
+	if out.Class != contract.ClassCreated {
+		return out
+	}
+	if a.AfterEffect != nil {
+		a.AfterEffect()
+	}
+	if a.takeLostAck() {
+		return activities.Outcome{Class: contract.ClassUnknown,
+			Error: fmt.Sprintf("acknowledgement lost after commit of key %s (injected fault)", req.Key)}
+	}
+	return out
+}
+
+func (a *Adapter) takeLostAck() bool {
+	for {
+		n := a.lostAcks.Load()
+		if n <= 0 {
+			return false
+		}
+		if a.lostAcks.CompareAndSwap(n, n-1) {
+			return true
+		}
+	}
+}
