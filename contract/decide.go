@@ -1,6 +1,9 @@
 package contract
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Class is what one attempt's result says about the effect at the destination.
 // Adapters map their transport's facts (HTTP status, SQL error, timeouts) onto
@@ -76,9 +79,7 @@ func RunLeftNoEffect(status string, attempts []Class) bool {
 
 // DeduplicatesForever reports whether the destination recognises a repeat
 // however long after the first attempt.
-func (c Contract) DeduplicatesForever() bool {
-	return c.Dedup == DedupUniqueCommit || (c.Dedup == DedupKey && c.KeyRetention <= 0)
-}
+func (c Contract) DeduplicatesForever() bool { return c.DeduplicatesRepeat(math.MaxInt64) }
 
 // DeduplicatesRepeat reports whether the destination would recognise a
 // repeat of an attempt first made age ago, so that sending it again cannot
@@ -106,7 +107,8 @@ const (
 	StepReview    Step = "review"    // stop and wait for a human decision
 )
 
-// Next is the single table behind every delivery decision: what an attempt of class cl means for a destination with this contract.
+// Next is the single table behind every delivery decision: what an attempt
+// of class cl means for a destination with this contract.
 // keyExpired is true once the destination's key retention has passed since
 // the first attempt; from then on its dedup can no longer be trusted.
 func (c Contract) Next(cl Class, keyExpired bool) Step {

@@ -134,7 +134,7 @@ func (d *delivery) setup(ctx workflow.Context) error {
 			if err := workflow.Await(ctx, d.settled); err != nil {
 				return Settled{}, err
 			}
-			return Settled{DeliveryStatus: d.status(), Starter: d.starter, Epoch: d.res.Review.AcceptedDecisions()}, nil
+			return Settled{DeliveryStatus: d.status(), Starter: d.starter}, nil
 		},
 		workflow.UpdateHandlerOptions{Validator: func(_ workflow.Context, r DeliverRequest) error {
 			if r.Fingerprint != d.res.Fingerprint {

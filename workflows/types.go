@@ -214,9 +214,6 @@ type Settled struct {
 	// Starter is the Caller of the delivery's first deliver update: the one
 	// that came with its start when it was started with Update-with-Start.
 	Starter string `json:"starter,omitempty"`
-	// Epoch counts the accepted review decisions when it settled: a caller
-	// told "awaiting_review" by an older wait uses it to wait again.
-	Epoch int `json:"epoch"`
 }
 
 // DeliveryStatus is the answer to query "status".
