@@ -1,0 +1,142 @@
+package lab
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sort"
+
+	"github.com/abde64c9/courier/activities/sqldest"
+	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/sandbox"
+)
+
+// Effect is one effect a destination stored.
+type Effect struct {
+	Dest       string
+	ID         string // the ticket id or resource id the destination gave it
+	Key        string // the key stored with it, when the destination keeps one
+	BusinessID string
+}
+
+// Effects counts what the destinations stored, from their own stores (the
+// sandbox's database, each SQL destination's table), never from what
+// Courier reports.
+type Effects struct {
+	sandbox  *sandbox.Server
+	services map[string][]string // sandbox service -> destinations served by it
+	sql      map[string]*sqldest.Adapter
+}
+
+// OpenEffects reads the destinations of cfg: its HTTP ones at sb, its SQL
+// ones through a connection of their own, like any other client.
+func OpenEffects(sb *sandbox.Server, cfg contract.Config) (*Effects, error) {
+	e := &Effects{sandbox: sb, services: map[string][]string{}, sql: map[string]*sqldest.Adapter{}}
+	for _, name := range cfg.Names() {
+		d := cfg.Destinations[name]
+		switch d.Adapter {
+		case contract.AdapterSQL:
+			ad, err := sqldest.Open(name, d)
+			if err != nil {
+				e.Close()
+				return nil, err
+			}
+			e.sql[name] = ad
+		case contract.AdapterHTTP:
+			if svc := SandboxService(d); svc != "" {
+				e.services[svc] = append(e.services[svc], name)
+			}
+		}
+	}
+	return e, nil
+}
+
+// All is every stored effect, by business id. An effect at a sandbox
+// service several destinations share is listed under the first of them.
+func (e *Effects) All(ctx context.Context) (map[string][]Effect, error) {
+	out := map[string][]Effect{}
+	svcs := make([]string, 0, len(e.services))
+	for svc := range e.services {
+		svcs = append(svcs, svc)
+	}
+	sort.Strings(svcs)
+	for _, svc := range svcs {
+		recs, err := e.sandbox.Records(svc)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range recs {
+			bid := TicketBusinessID(r.Payload)
+			out[bid] = append(out[bid], Effect{Dest: e.services[svc][0], ID: r.TicketID, Key: r.Key, BusinessID: bid})
+		}
+	}
+	for name, ad := range e.sql {
+		rows, err := ad.Rows(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rows {
+			out[r.BusinessID] = append(out[r.BusinessID], Effect{Dest: name, ID: r.ResourceID, Key: r.Key, BusinessID: r.BusinessID})
+		}
+	}
+	return out, nil
+}
+
+// Count is how many effects dest's store holds for businessID (a sandbox
+// service counts for every destination it serves).
+func (e *Effects) Count(ctx context.Context, dest, businessID string) (int, error) {
+	if ad, ok := e.sql[dest]; ok {
+		rows, err := ad.Rows(ctx)
+		if err != nil {
+			return 0, err
+		}
+		n := 0
+		for _, r := range rows {
+			if r.BusinessID == businessID {
+				n++
+			}
+		}
+		return n, nil
+	}
+	for svc, dests := range e.services {
+		for _, d := range dests {
+			if d != dest {
+				continue
+			}
+			recs, err := e.sandbox.Records(svc)
+			if err != nil {
+				return 0, err
+			}
+			n := 0
+			for _, r := range recs {
+				if TicketBusinessID(r.Payload) == businessID {
+					n++
+				}
+			}
+			return n, nil
+		}
+	}
+	return 0, errors.New("lab: " + dest + " is not a destination whose store the lab reads")
+}
+
+// Close closes the SQL connections.
+func (e *Effects) Close() {
+	for _, ad := range e.sql {
+		_ = ad.Close()
+	}
+}
+
+// Ticket is a sandbox payload for one business id.
+func Ticket(businessID, subject string) json.RawMessage {
+	b, _ := json.Marshal(map[string]string{"request_id": businessID, "subject": subject})
+	return b
+}
+
+// TicketBusinessID is the business id a Ticket payload carries.
+func TicketBusinessID(payload []byte) string {
+	var p struct {
+		RequestID string `json:"request_id"`
+	}
+	_ = json.Unmarshal(payload, &p)
+	return p.RequestID
+}

@@ -1,0 +1,89 @@
+package lab
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ProcStat is a process's CPU time and memory, from /proc.
+type ProcStat struct {
+	CPU time.Duration
+	RSS int64 // bytes
+	HWM int64 // peak RSS, bytes
+}
+
+// clockTick is USER_HZ, 100 on every Linux the lab runs on.
+const clockTick = 10 * time.Millisecond
+
+// ReadProc reads /proc/<pid>/stat and status; pid 0 reads nothing.
+func ReadProc(pid int) (ProcStat, error) {
+	if pid == 0 {
+		return ProcStat{}, nil
+	}
+	var ps ProcStat
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ps, err
+	}
+	// Fields after the parenthesised command name; utime and stime are the
+	// 14th and 15th fields of the whole line.
+	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
+	if len(f) < 13 {
+		return ps, fmt.Errorf("/proc/%d/stat: short", pid)
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	ps.CPU = time.Duration(ut+st) * clockTick
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return ps, err
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		switch k {
+		case "VmRSS":
+			ps.RSS = kb << 10
+		case "VmHWM":
+			ps.HWM = kb << 10
+		}
+	}
+	return ps, nil
+}
+
+// childPID finds this process's child whose command name is comm, or 0.
+func childPID(comm string) int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	me := os.Getpid()
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		open, end := strings.IndexByte(string(stat), '('), strings.LastIndexByte(string(stat), ')')
+		if open < 0 || end < open {
+			continue
+		}
+		f := strings.Fields(string(stat[end+1:]))
+		if len(f) < 2 || string(stat[open+1:end]) != comm {
+			continue
+		}
+		if ppid, _ := strconv.Atoi(f[1]); ppid == me {
+			return pid
+		}
+	}
+	return 0
+}

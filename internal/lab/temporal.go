@@ -1,0 +1,176 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	sdktest "go.temporal.io/sdk/testsuite"
+
+	"github.com/abde64c9/courier/devserver"
+	"github.com/abde64c9/courier/worker"
+)
+
+// TemporalOptions choose the lab's Temporal server.
+type TemporalOptions struct {
+	// UseEnvironment takes the server TEMPORAL_ADDRESS (and the rest of
+	// Temporal's client environment) names, when it names one, instead of
+	// starting a dev server.
+	UseEnvironment bool
+	// DBFile keeps the dev server in a SQLite file; empty is in memory.
+	DBFile string
+	// HostPort the dev server binds; empty picks a free loopback port.
+	HostPort string
+	// MetricsPort serves the dev server's Prometheus metrics; 0: a free one.
+	MetricsPort int
+	// Log receives the dev server's output; nil discards it.
+	Log io.Writer
+	// Logger receives the lab client's SDK logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// Temporal is the lab's server and a client of its namespace.
+type Temporal struct {
+	o TemporalOptions
+	// HostPort and Namespace are where the lab's processes connect.
+	HostPort, Namespace string
+	// Own is true when the lab started the server (a dev server).
+	Own    bool
+	client client.Client
+
+	mu  sync.Mutex
+	srv *sdktest.DevServer
+}
+
+// StartTemporal starts a dev server with Courier's search attributes, or
+// connects to the one the environment names (see UseEnvironment).
+func StartTemporal(ctx context.Context, o TemporalOptions) (*Temporal, error) {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	copts, err := worker.ClientOptions(o.Logger)
+	if err != nil {
+		return nil, err
+	}
+	t := &Temporal{o: o, HostPort: copts.HostPort, Namespace: copts.Namespace}
+	if t.Namespace == "" {
+		t.Namespace = client.DefaultNamespace
+	}
+	if !o.UseEnvironment || os.Getenv("TEMPORAL_ADDRESS") == "" {
+		t.Own, t.Namespace = true, client.DefaultNamespace
+		if t.o.HostPort == "" {
+			if t.o.HostPort, err = FreeAddr(); err != nil {
+				return nil, err
+			}
+		}
+		if t.o.MetricsPort == 0 {
+			if t.o.MetricsPort, err = freePort(); err != nil {
+				return nil, err
+			}
+		}
+		t.HostPort = t.o.HostPort
+		if err := t.Start(ctx); err != nil {
+			return nil, err
+		}
+		copts.HostPort, copts.Namespace = t.HostPort, t.Namespace
+		copts.Credentials, copts.ConnectionOptions.TLS = nil, nil
+	}
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if t.client, err = client.DialContext(dctx, copts); err != nil {
+		t.stopServer()
+		return nil, fmt.Errorf("connect to Temporal at %s: %w", copts.HostPort, err)
+	}
+	return t, nil
+}
+
+// Client is the lab's client; it reconnects across a Restart.
+func (t *Temporal) Client() client.Client { return t.client }
+
+// Env is the environment a lab process needs to reach this server. For a
+// server of the lab's own, every other TEMPORAL_ setting of this process
+// (TLS, API key, profile) is dropped: it would point elsewhere.
+func (t *Temporal) Env(base []string) []string {
+	if !t.Own {
+		return base
+	}
+	env := slices.DeleteFunc(slices.Clone(base), func(kv string) bool { return strings.HasPrefix(kv, "TEMPORAL_") })
+	return append(env, "TEMPORAL_ADDRESS="+t.HostPort, "TEMPORAL_NAMESPACE="+t.Namespace)
+}
+
+// MetricsURL is the dev server's Prometheus endpoint; empty when the
+// server is not the lab's.
+func (t *Temporal) MetricsURL() string {
+	if !t.Own {
+		return ""
+	}
+	return fmt.Sprintf("http://127.0.0.1:%d/metrics", t.o.MetricsPort)
+}
+
+// Start starts the dev server (again: on the same port and SQLite file).
+func (t *Temporal) Start(ctx context.Context) error {
+	if !t.Own {
+		return errors.New("lab: the Temporal server is not the lab's to start")
+	}
+	srv, err := devserver.Start(ctx, devserver.Options{
+		DBFile: t.o.DBFile, HostPort: t.o.HostPort, MetricsPort: t.o.MetricsPort, Log: t.o.Log,
+		ClientOptions: client.Options{Logger: sdklog.NewStructuredLogger(t.o.Logger)},
+	})
+	if err != nil {
+		return err
+	}
+	srv.Client().Close() // the lab dials its own, like any other process
+	t.mu.Lock()
+	t.srv = srv
+	t.mu.Unlock()
+	return nil
+}
+
+// StopServer stops the dev server, keeping its SQLite file; Start brings it
+// back. The lab's client keeps reconnecting meanwhile.
+func (t *Temporal) StopServer() { t.stopServer() }
+
+func (t *Temporal) stopServer() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.srv != nil {
+		_ = t.srv.Stop()
+		t.srv = nil
+	}
+}
+
+// PID is the dev server process's id, 0 when it is not running or not the
+// lab's.
+func (t *Temporal) PID() int {
+	if !t.Own {
+		return 0
+	}
+	return childPID("temporal")
+}
+
+// Close closes the client and stops a server of the lab's own.
+func (t *Temporal) Close() {
+	if t.client != nil {
+		t.client.Close()
+	}
+	t.stopServer()
+}
+
+func freePort() (int, error) {
+	addr, err := FreeAddr()
+	if err != nil {
+		return 0, err
+	}
+	var port int
+	_, err = fmt.Sscanf(addr[strings.LastIndexByte(addr, ':')+1:], "%d", &port)
+	return port, err
+}

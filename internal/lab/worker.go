@@ -1,0 +1,178 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// BuildCourier builds cmd/courier into dir and returns the binary's path,
+// for programs (tests) that are not courier themselves.
+func BuildCourier(dir string) (string, error) {
+	path := filepath.Join(dir, "courier")
+	out, err := exec.Command("go", "build", "-o", path, "github.com/abde64c9/courier/cmd/courier").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build ./cmd/courier: %w\n%s", err, out)
+	}
+	return path, nil
+}
+
+// WorkerOptions start one `courier worker` process.
+type WorkerOptions struct {
+	// Courier is the courier binary.
+	Courier string
+	// Destinations is the destinations file it serves.
+	Destinations string
+	// Temporal is the server it joins (see Temporal.Env).
+	Temporal *Temporal
+	// Env is added to its environment last, e.g. another TEMPORAL_ADDRESS.
+	Env []string
+	// Args are more flags, e.g. --log-level warn.
+	Args []string
+	// MetricsAddr is where it serves /metrics and /healthz; empty picks a
+	// free loopback port (the lab needs /healthz to know it is ready).
+	MetricsAddr string
+	// Log receives its output; nil discards it.
+	Log io.Writer
+	// ReadyWithin bounds the wait for /healthz; zero is 30 s.
+	ReadyWithin time.Duration
+}
+
+// Worker is a running `courier worker` process.
+type Worker struct {
+	o    WorkerOptions
+	cmd  *exec.Cmd
+	done chan struct{}
+	mu   sync.Mutex
+	err  error // from Wait, once done
+}
+
+// StartWorker starts `courier worker` and returns once its /healthz
+// answers 200, or with an error if it exits or does not answer in time.
+func StartWorker(ctx context.Context, o WorkerOptions) (*Worker, error) {
+	if o.Courier == "" || o.Temporal == nil {
+		return nil, errors.New("lab: a worker needs the courier binary and a Temporal server")
+	}
+	if o.MetricsAddr == "" {
+		addr, err := FreeAddr()
+		if err != nil {
+			return nil, err
+		}
+		o.MetricsAddr = addr
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	if o.ReadyWithin == 0 {
+		o.ReadyWithin = 30 * time.Second
+	}
+	args := append([]string{"worker", "--destinations", o.Destinations, "--metrics", o.MetricsAddr}, o.Args...)
+	w := &Worker{o: o, cmd: exec.Command(o.Courier, args...), done: make(chan struct{})}
+	w.cmd.Env = append(o.Temporal.Env(os.Environ()), o.Env...)
+	w.cmd.Stdout, w.cmd.Stderr = o.Log, o.Log
+	if err := w.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start courier worker: %w", err)
+	}
+	go func() {
+		err := w.cmd.Wait()
+		w.mu.Lock()
+		w.err = err
+		w.mu.Unlock()
+		close(w.done)
+	}()
+	if err := w.awaitHealthy(ctx); err != nil {
+		w.Kill()
+		return nil, err
+	}
+	return w, nil
+}
+
+func (w *Worker) awaitHealthy(ctx context.Context) error {
+	deadline := time.Now().Add(w.o.ReadyWithin)
+	url := "http://" + w.o.MetricsAddr + "/healthz"
+	hc := &http.Client{Timeout: time.Second}
+	for {
+		if resp, err := hc.Get(url); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-w.done:
+			return fmt.Errorf("courier worker exited before it was ready (%v); its log has why", w.exitErr())
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("courier worker: %s did not answer 200 within %s", url, w.o.ReadyWithin)
+		}
+	}
+}
+
+func (w *Worker) exitErr() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+// PID is the process's id.
+func (w *Worker) PID() int { return w.cmd.Process.Pid }
+
+// MetricsAddr is where it serves /metrics and /healthz.
+func (w *Worker) MetricsAddr() string { return w.o.MetricsAddr }
+
+// Done is closed when the process has exited.
+func (w *Worker) Done() <-chan struct{} { return w.done }
+
+// Kill ends the process at once, as a crash or a lost machine would, and
+// waits for it to be gone.
+func (w *Worker) Kill() {
+	_ = w.cmd.Process.Signal(syscall.SIGKILL)
+	<-w.done
+}
+
+// Stop asks the process to stop gracefully (SIGTERM), kills it if it has
+// not exited within grace, and returns how long it took.
+func (w *Worker) Stop(grace time.Duration) (time.Duration, error) {
+	began := time.Now()
+	_ = w.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-w.done:
+		return time.Since(began), nil
+	case <-time.After(grace):
+		w.Kill()
+		return time.Since(began), fmt.Errorf("courier worker %d still running %s after SIGTERM: killed", w.PID(), grace)
+	}
+}
+
+// Restart starts a new process with the same options (a new PID); the old
+// one must have exited.
+func (w *Worker) Restart(ctx context.Context) (*Worker, error) {
+	select {
+	case <-w.done:
+	default:
+		return nil, fmt.Errorf("courier worker %d is still running", w.PID())
+	}
+	return StartWorker(ctx, w.o)
+}
+
+// FreeAddr is a loopback address with a port free at the time of asking.
+func FreeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
