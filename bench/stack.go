@@ -17,15 +17,15 @@ import (
 
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/devserver"
+	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/sandbox"
-	"github.com/abde64c9/courier/testsuite"
 )
 
 // The destinations the benchmark delivers to (testsuite's fault-case file).
 const (
-	DestKey          = testsuite.DestHelpdesk // dedup key, the sandbox's helpdesk
-	DestUniqueCommit = testsuite.DestLedger   // dedup unique-commit, SQLite
-	DestNone         = testsuite.DestLegacy   // dedup none, parks on an unknown outcome
+	DestKey          = lab.DestHelpdesk // dedup key, the sandbox's helpdesk
+	DestUniqueCommit = lab.DestLedger   // dedup unique-commit, SQLite
+	DestNone         = lab.DestLegacy   // dedup none, parks on an unknown outcome
 )
 
 // attemptTimeout replaces the fault cases' short attempt timeout: under load
@@ -35,7 +35,7 @@ const attemptTimeout = 10 * time.Second
 // Destinations is the bench's destinations file for a sandbox at sandboxURL
 // and a ledger database at ledgerPath.
 func Destinations(sandboxURL, ledgerPath string) contract.Config {
-	cfg := testsuite.Destinations(sandboxURL, ledgerPath)
+	cfg := lab.Destinations(sandboxURL, ledgerPath, lab.CaseBudget)
 	for name, d := range cfg.Destinations {
 		d.Contract.Retry.AttemptTimeout = contract.Duration(attemptTimeout)
 		cfg.Destinations[name] = d

@@ -19,6 +19,7 @@ import (
 	"github.com/abde64c9/courier/activities/httpdest"
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/devserver"
+	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/testsuite"
 	"github.com/abde64c9/courier/worker"
@@ -86,7 +87,7 @@ func run(m *testing.M) (int, error) {
 	cfg.Destinations[DestLossy] = contract.Destination{
 		Adapter: contract.AdapterHTTP, URL: hs.URL + "/" + DestLossy + "/tickets",
 		Contract: contract.Contract{Dedup: contract.DedupNone, Retry: contract.Retry{
-			MaxAttempts: 3, AttemptTimeout: contract.Duration(testsuite.AttemptTimeout), Deadline: contract.Duration(time.Minute),
+			MaxAttempts: 3, AttemptTimeout: contract.Duration(lab.CaseBudget.AttemptTimeout), Deadline: contract.Duration(time.Minute),
 		}}.WithDefaults(),
 	}
 	ad, err := httpdest.New(DestLossy, cfg.Destinations[DestLossy])

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/testsuite"
@@ -77,14 +78,14 @@ func TestListByState(t *testing.T) {
 	ctx := context.Background()
 	s := newStarter()
 	createdID, parkedID := uniqueID("vis-created"), uniqueID("vis-parked")
-	created := testsuite.Input(testsuite.DestHelpdesk, createdID, testsuite.Ticket(createdID, "Book the room"))
-	parked := testsuite.Input(testsuite.DestLegacy, parkedID, testsuite.Ticket(parkedID, "Call back the customer"))
+	created := testsuite.Input(lab.DestHelpdesk, createdID, lab.Ticket(createdID, "Book the room"))
+	parked := testsuite.Input(lab.DestLegacy, parkedID, lab.Ticket(parkedID, "Call back the customer"))
 	createdKey, parkedKey := workflows.Key(created.Operation), workflows.Key(parked.Operation)
 
 	st, err := s.Deliver(ctx, created)
 	require.NoError(t, err)
 	require.Equal(t, workflows.StatusCreated, st.Status)
-	require.NoError(t, fx.env.Inject(testsuite.DestLegacy, sandbox.Fault{Kind: sandbox.FaultCloseAfterCommit}))
+	require.NoError(t, fx.env.Inject(lab.DestLegacy, sandbox.Fault{Kind: sandbox.FaultCloseAfterCommit}))
 	st, err = s.Deliver(ctx, parked)
 	require.NoError(t, err)
 	require.Equal(t, workflows.StateAwaitingReview, st.State)
@@ -95,7 +96,7 @@ func TestListByState(t *testing.T) {
 	require.NotContains(t, keys(awaiting), createdKey)
 	i := slices.Index(keys(awaiting), parkedKey)
 	require.Equal(t, starter.Delivery{
-		Key: parkedKey, Destination: testsuite.DestLegacy, Operation: "create-ticket", BusinessID: parkedID,
+		Key: parkedKey, Destination: lab.DestLegacy, Operation: "create-ticket", BusinessID: parkedID,
 		State: "awaiting_review", Started: awaiting[i].Started, WorkflowID: workflows.WorkflowID(parkedKey),
 	}, awaiting[i])
 	require.WithinDuration(t, time.Now(), awaiting[i].Started, time.Minute)
@@ -109,7 +110,7 @@ func TestListByState(t *testing.T) {
 	})
 	require.NotContains(t, keys(createdList), parkedKey)
 
-	byDest, err := s.List(ctx, starter.ListOptions{Destination: testsuite.DestLegacy})
+	byDest, err := s.List(ctx, starter.ListOptions{Destination: lab.DestLegacy})
 	require.NoError(t, err)
 	require.Contains(t, keys(byDest), parkedKey)
 	require.NotContains(t, keys(byDest), createdKey)
@@ -148,7 +149,7 @@ func TestStartJoinsAndConflicts(t *testing.T) {
 	ctx := context.Background()
 	s := newStarter()
 	id := uniqueID("join")
-	in := testsuite.Input(testsuite.DestHelpdesk, id, testsuite.Ticket(id, "Move the workshop booking"))
+	in := testsuite.Input(lab.DestHelpdesk, id, lab.Ticket(id, "Move the workshop booking"))
 
 	h, err := s.Start(ctx, in)
 	require.NoError(t, err)
@@ -169,13 +170,13 @@ func TestStartJoinsAndConflicts(t *testing.T) {
 	require.Equal(t, id, st.Operation.BusinessID)
 
 	other := in
-	other.Payload = testsuite.Ticket(id, "Another subject")
+	other.Payload = lab.Ticket(id, "Another subject")
 	_, err = s.Deliver(ctx, other)
 	var conflict *starter.ConflictError
 	require.ErrorAs(t, err, &conflict)
 	require.Equal(t, h.Key, conflict.Key)
 	require.Equal(t, h.Fingerprint, conflict.ExistingFingerprint)
-	require.Equal(t, 1, effects(t, testsuite.DestHelpdesk, id))
+	require.Equal(t, 1, effects(t, lab.DestHelpdesk, id))
 }
 
 // TestJoinWithoutMemo: a delivery started by another SDK without the
@@ -185,7 +186,7 @@ func TestJoinWithoutMemo(t *testing.T) {
 	ctx := context.Background()
 	s := newStarter()
 	id := uniqueID("nomemo")
-	in := testsuite.Input(testsuite.DestHelpdesk, id, testsuite.Ticket(id, "Order lunch"))
+	in := testsuite.Input(lab.DestHelpdesk, id, lab.Ticket(id, "Order lunch"))
 	key := workflows.Key(in.Operation)
 	run, err := fx.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID: workflows.WorkflowID(key), TaskQueue: workflows.TaskQueue,
@@ -198,11 +199,11 @@ func TestJoinWithoutMemo(t *testing.T) {
 	require.Equal(t, workflows.StatusDuplicate, st.Status)
 
 	other := in
-	other.Payload = testsuite.Ticket(id, "Order dinner")
+	other.Payload = lab.Ticket(id, "Order dinner")
 	_, err = s.Start(ctx, other)
 	var conflict *starter.ConflictError
 	require.ErrorAs(t, err, &conflict)
-	require.Equal(t, 1, effects(t, testsuite.DestHelpdesk, id))
+	require.Equal(t, 1, effects(t, lab.DestHelpdesk, id))
 }
 
 func TestInvalidRequest(t *testing.T) {
@@ -211,9 +212,9 @@ func TestInvalidRequest(t *testing.T) {
 		in   workflows.DeliveryInput
 		want string
 	}{
-		{testsuite.Input("", "x", testsuite.Ticket("x", "s")), "destination: required"},
-		{testsuite.Input(testsuite.DestHelpdesk, "x", json.RawMessage(`{"subject": }`)), "invalid JSON at offset 12"},
-		{testsuite.Input(testsuite.DestHelpdesk, "x", json.RawMessage(`[]`)), "must be a JSON object"},
+		{testsuite.Input("", "x", lab.Ticket("x", "s")), "destination: required"},
+		{testsuite.Input(lab.DestHelpdesk, "x", json.RawMessage(`{"subject": }`)), "invalid JSON at offset 12"},
+		{testsuite.Input(lab.DestHelpdesk, "x", json.RawMessage(`[]`)), "must be a JSON object"},
 	} {
 		_, err := s.Start(context.Background(), tc.in)
 		var invalid *starter.InvalidRequestError
@@ -233,7 +234,7 @@ func TestReviewErrors(t *testing.T) {
 	require.ErrorIs(t, err, starter.ErrUnknownKey)
 
 	id := uniqueID("review-done")
-	in := testsuite.Input(testsuite.DestHelpdesk, id, testsuite.Ticket(id, "s"))
+	in := testsuite.Input(lab.DestHelpdesk, id, lab.Ticket(id, "s"))
 	st, err := s.Deliver(ctx, in)
 	require.NoError(t, err)
 	_, err = s.Review(ctx, st.Key, decision)
@@ -267,7 +268,7 @@ func TestRejectedDoesNotConsumeTheKey(t *testing.T) {
 	ctx := context.Background()
 	s := newStarter()
 	id := uniqueID("rejected")
-	bad := testsuite.Input(testsuite.DestHelpdesk, id, testsuite.Ticket(id, ""))
+	bad := testsuite.Input(lab.DestHelpdesk, id, lab.Ticket(id, ""))
 	st, err := s.Deliver(ctx, bad)
 	require.NoError(t, err)
 	require.Equal(t, workflows.StatusRejected, st.Status)
@@ -283,15 +284,15 @@ func TestRejectedDoesNotConsumeTheKey(t *testing.T) {
 	require.Len(t, runs.GetExecutions(), 2, "the repeated rejected request ran again")
 
 	fixed := bad
-	fixed.Payload = testsuite.Ticket(id, "Move the workshop booking")
+	fixed.Payload = lab.Ticket(id, "Move the workshop booking")
 	st, err = s.Deliver(ctx, fixed)
 	require.NoError(t, err)
 	require.Equal(t, workflows.StatusCreated, st.Status, "the corrected request is a new run")
-	require.Equal(t, 1, effects(t, testsuite.DestHelpdesk, id))
+	require.Equal(t, 1, effects(t, lab.DestHelpdesk, id))
 
 	again, err := s.Deliver(ctx, fixed)
 	require.NoError(t, err)
 	require.Equal(t, workflows.StatusDuplicate, again.Status)
 	require.Equal(t, st.Receipt.ResourceID, again.Receipt.ResourceID)
-	require.Equal(t, 1, effects(t, testsuite.DestHelpdesk, id))
+	require.Equal(t, 1, effects(t, lab.DestHelpdesk, id))
 }

@@ -48,6 +48,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/worker"
 	"github.com/abde64c9/courier/workflows"
@@ -58,9 +59,9 @@ import (
 // CLI) is rejected by the workflow before any attempt. A refusal consumes
 // nothing: the same operation delivers afterwards with a good payload.
 func TestBadStarts(t *testing.T) {
-	ctx, lab, env := realTest(t, 3*time.Minute)
-	lab.withWorker(t, env)
-	st := starter.New(lab.Client)
+	ctx, rl, env := realTest(t, 3*time.Minute)
+	rl.withWorker(t, env)
+	st := starter.New(rl.Temporal.Client())
 
 	long := strings.Repeat("x", workflows.MaxFieldBytes+1)
 	withPayload := func(p string) func(in *workflows.DeliveryInput) {
@@ -86,7 +87,7 @@ func TestBadStarts(t *testing.T) {
 		{name: "payload with a lone surrogate", change: withPayload(`{"subject": "\ud800"}`),
 			want: `is a lone UTF-16 surrogate`, byHand: true},
 		{name: "payload over the limit", change: func(in *workflows.DeliveryInput) {
-			in.Payload = Ticket(in.BusinessID, strings.Repeat("y", workflows.MaxPayloadBytes))
+			in.Payload = lab.Ticket(in.BusinessID, strings.Repeat("y", workflows.MaxPayloadBytes))
 		}, want: fmt.Sprintf("bytes, the limit is %d", workflows.MaxPayloadBytes), byHand: true},
 		{name: "business_id over 255 bytes", change: func(in *workflows.DeliveryInput) { in.BusinessID += long },
 			want: "business_id: ", byHand: true},
@@ -105,20 +106,20 @@ func TestBadStarts(t *testing.T) {
 	followUps := 0 // good deliveries after a refusal or rejection, one request each
 	for i, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
-			id := fmt.Sprintf("bad-start-%d-%s", i, lab.RunID)
-			in := Input(DestHelpdesk, id, Ticket(id, "Move the workshop booking"))
+			id := fmt.Sprintf("bad-start-%d-%s", i, rl.RunID)
+			in := Input(lab.DestHelpdesk, id, lab.Ticket(id, "Move the workshop booking"))
 			row.change(&in)
 
 			_, err := st.Start(ctx, in)
 			if row.starts {
 				require.NoError(t, err)
-				res := waitResult(ctx, t, lab.Client, in)
+				res := waitResult(ctx, t, rl.Temporal.Client(), in)
 				requireRejected(t, res, row.want)
 			} else {
 				var invalid *starter.InvalidRequestError
 				require.ErrorAs(t, err, &invalid)
 				require.ErrorContains(t, err, row.want)
-				_, err = lab.Client.DescribeWorkflowExecution(ctx, workflows.WorkflowID(workflows.Key(in.Operation)), "")
+				_, err = rl.Temporal.Client().DescribeWorkflowExecution(ctx, workflows.WorkflowID(workflows.Key(in.Operation)), "")
 				var nf *serviceerror.NotFound
 				require.ErrorAs(t, err, &nf, "a refused request must start nothing")
 			}
@@ -130,7 +131,7 @@ func TestBadStarts(t *testing.T) {
 					hand.BusinessID = ""
 					hand.Tenant = "by-hand" // its own operation, so its own workflow ID
 				}
-				run, err := lab.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+				run, err := rl.Temporal.Client().ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 					ID: workflows.WorkflowID(workflows.Key(hand.Operation)), TaskQueue: workflows.TaskQueue,
 				}, workflows.WorkflowType, hand)
 				require.NoError(t, err)
@@ -140,9 +141,9 @@ func TestBadStarts(t *testing.T) {
 
 				// The rejection did not consume the operation: corrected, it
 				// runs again through the starter.
-				if hand.Operation.Validate() == nil && hand.Destination == DestHelpdesk {
+				if hand.Operation.Validate() == nil && hand.Destination == lab.DestHelpdesk {
 					fixed := hand
-					fixed.Payload = Ticket(hand.BusinessID, "Move the workshop booking")
+					fixed.Payload = lab.Ticket(hand.BusinessID, "Move the workshop booking")
 					res, err := st.Deliver(ctx, fixed)
 					require.NoError(t, err)
 					require.Equal(t, workflows.StatusCreated, res.Status)
@@ -151,14 +152,14 @@ func TestBadStarts(t *testing.T) {
 			}
 
 			// Refused, not consumed: the operation still delivers, once.
-			if in.Operation.Validate() == nil && in.Destination == DestHelpdesk {
+			if in.Operation.Validate() == nil && in.Destination == lab.DestHelpdesk {
 				good := in
-				good.Payload = Ticket(id, "Move the workshop booking")
+				good.Payload = lab.Ticket(id, "Move the workshop booking")
 				res, err := st.Deliver(ctx, good)
 				require.NoError(t, err)
 				followUps++
 				require.Equal(t, workflows.StatusCreated, res.Status)
-				n, err := env.Effects(DestHelpdesk, id)
+				n, err := env.Effects(lab.DestHelpdesk, id)
 				require.NoError(t, err)
 				require.Equal(t, 1, n)
 			}
@@ -169,14 +170,14 @@ func TestBadStarts(t *testing.T) {
 
 	// An input that is not a delivery at all (the CLI's --input '"hello"'):
 	// the workflow cannot decode it and fails; it never attempts anything.
-	run, err := lab.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: "delivery-not-a-delivery-" + lab.RunID, TaskQueue: workflows.TaskQueue,
+	run, err := rl.Temporal.Client().ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: "delivery-not-a-delivery-" + rl.RunID, TaskQueue: workflows.TaskQueue,
 	}, workflows.WorkflowType, "hello")
 	require.NoError(t, err)
 	err = run.Get(ctx, nil)
 	require.Error(t, err, "a workflow given a string for its input must not run")
 	t.Logf("input that is not a delivery: %v", err)
-	desc, err := lab.Client.DescribeWorkflowExecution(ctx, run.GetID(), run.GetRunID())
+	desc, err := rl.Temporal.Client().DescribeWorkflowExecution(ctx, run.GetID(), run.GetRunID())
 	require.NoError(t, err)
 	require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_FAILED, desc.GetWorkflowExecutionInfo().GetStatus())
 	require.Len(t, env.Sandbox.Requests("helpdesk"), sentBefore+followUps)
@@ -282,13 +283,13 @@ func TestBadDestinationsFiles(t *testing.T) {
 // good signal twice acts once, and a review of the closed delivery is
 // refused. The destination holds one effect throughout.
 func TestBadReviews(t *testing.T) {
-	ctx, lab, env := realTest(t, 2*time.Minute)
-	lab.withWorker(t, env)
-	st := starter.New(lab.Client)
+	ctx, rl, env := realTest(t, 2*time.Minute)
+	rl.withWorker(t, env)
+	st := starter.New(rl.Temporal.Client())
 
-	id := "bad-review-" + lab.RunID
-	in := Input(DestLegacy, id, Ticket(id, "Move the workshop booking"))
-	require.NoError(t, env.Inject(DestLegacy, closeAfterCommit(1)))
+	id := "bad-review-" + rl.RunID
+	in := Input(lab.DestLegacy, id, lab.Ticket(id, "Move the workshop booking"))
+	require.NoError(t, env.Inject(lab.DestLegacy, closeAfterCommit(1)))
 	h, err := st.Start(ctx, in)
 	require.NoError(t, err)
 	parked, err := st.Wait(ctx, h.Key)
@@ -296,7 +297,7 @@ func TestBadReviews(t *testing.T) {
 	require.Equal(t, workflows.StateAwaitingReview, parked.State)
 	wid := workflows.WorkflowID(h.Key)
 	effects := func() int {
-		n, err := env.Effects(DestLegacy, id)
+		n, err := env.Effects(lab.DestLegacy, id)
 		require.NoError(t, err)
 		return n
 	}
@@ -318,7 +319,7 @@ func TestBadReviews(t *testing.T) {
 			continue // the update's typed argument cannot even carry it
 		}
 		// Straight to the workflow's validator, past the starter's own check.
-		uh, err := lab.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		uh, err := rl.Temporal.Client().UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 			WorkflowID: wid, UpdateName: workflows.UpdateReview, Args: []any{b.decision},
 			WaitForStage: client.WorkflowUpdateStageCompleted,
 		})
@@ -328,7 +329,7 @@ func TestBadReviews(t *testing.T) {
 		require.ErrorContains(t, err, b.want, "update %s", b.name)
 	}
 	for _, b := range bad {
-		require.NoError(t, lab.Client.SignalWorkflow(ctx, wid, "", workflows.SignalReview, b.decision), b.name)
+		require.NoError(t, rl.Temporal.Client().SignalWorkflow(ctx, wid, "", workflows.SignalReview, b.decision), b.name)
 	}
 	var now workflows.DeliveryStatus
 	require.Eventually(t, func() bool {
@@ -349,9 +350,9 @@ func TestBadReviews(t *testing.T) {
 	require.Len(t, recs, 1)
 	good := workflows.ReviewDecision{Decision: workflows.DecisionDelivered, Reviewer: "ops",
 		Note: "found it", ResourceID: recs[0].TicketID}
-	require.NoError(t, lab.Client.SignalWorkflow(ctx, wid, "", workflows.SignalReview, good))
-	second := lab.Client.SignalWorkflow(ctx, wid, "", workflows.SignalReview, good)
-	res := waitResult(ctx, t, lab.Client, in)
+	require.NoError(t, rl.Temporal.Client().SignalWorkflow(ctx, wid, "", workflows.SignalReview, good))
+	second := rl.Temporal.Client().SignalWorkflow(ctx, wid, "", workflows.SignalReview, good)
+	res := waitResult(ctx, t, rl.Temporal.Client(), in)
 	require.Equal(t, workflows.StatusDeliveredByReview, res.Status)
 	require.Equal(t, recs[0].TicketID, res.Receipt.ResourceID)
 	accepted := 0
@@ -372,7 +373,7 @@ func TestBadReviews(t *testing.T) {
 
 	// A review for the closed delivery: the server refuses the signal; the
 	// update is covered by the starter's TestReviewErrors.
-	requireClosed(t, lab.Client.SignalWorkflow(ctx, wid, "", workflows.SignalReview, good))
+	requireClosed(t, rl.Temporal.Client().SignalWorkflow(ctx, wid, "", workflows.SignalReview, good))
 	require.Equal(t, 1, effects(), "one effect from start to end")
 	require.Len(t, res.Attempts, 1, "no second attempt")
 }

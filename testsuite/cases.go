@@ -1,3 +1,6 @@
+// Package testsuite reproduces every case of the seed lab reports, in the
+// Temporal test environment and against a real dev server, and reports them
+// in the seeds' own shape (see faultlab).
 package testsuite
 
 import (
@@ -6,9 +9,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/abde64c9/courier/activities"
-	"github.com/abde64c9/courier/activities/sqldest"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -143,7 +145,7 @@ func (r *Run) effects(dest, id string) error {
 }
 
 func (r *Run) requests(dest string) {
-	r.Report.Requests = r.Env.Sandbox.Requests(sandboxPath(r.Env.Config.Destinations[dest]))
+	r.Report.Requests = r.Env.Sandbox.Requests(lab.SandboxService(r.Env.Config.Destinations[dest]))
 }
 
 // check compares a run with the seed; every failure is named.
@@ -190,7 +192,7 @@ func (c Case) Execute(ctx context.Context, r *Run) Report {
 }
 
 // Lost responses are staged with delays past the attempt timeout.
-const faultDelay = 3 * AttemptTimeout
+var faultDelay = 3 * lab.CaseBudget.AttemptTimeout
 
 func closeAfterCommit(n int) sandbox.Fault {
 	return sandbox.Fault{Kind: sandbox.FaultCloseAfterCommit, Count: n}
@@ -219,21 +221,21 @@ func Cases() []Case {
 			// No idempotency key: the crm destination is reconciled by lookup.
 			Want: Want{Effects: 1, Outcome: statusCreated, Classes: []contract.Class{unknown, created}},
 			Run: func(ctx context.Context, r *Run) error {
-				in := Input(DestCRM, r.ID("before-effect"), nil)
-				in.Payload = Ticket(in.BusinessID, "synthetic-report 2026-11-06")
-				if err := r.Env.Inject(DestCRM, timeoutBeforeEffect(1)); err != nil {
+				in := Input(lab.DestCRM, r.ID("before-effect"), nil)
+				in.Payload = lab.Ticket(in.BusinessID, "synthetic-report 2026-11-06")
+				if err := r.Env.Inject(lab.DestCRM, timeoutBeforeEffect(1)); err != nil {
 					return err
 				}
 				if _, err := r.deliver(ctx, in, nil); err != nil {
 					return err
 				}
-				return r.effects(DestCRM, in.BusinessID)
+				return r.effects(lab.DestCRM, in.BusinessID)
 			}},
 		{Seed: SeedFaultInjection, Name: "lost_response_naive_retry",
 			Want: Want{Effects: 2, Outcome: OutcomeSuccess,
 				Courier: &Want{Effects: 1, Outcome: OutcomeAwaitingReview}},
 			Run: func(ctx context.Context, r *Run) error {
-				return r.demoBlindRetry(ctx, DestLegacy, DestLegacy, noKey)
+				return r.demoBlindRetry(ctx, lab.DestLegacy, lab.DestLegacy, noKey)
 			}},
 		{Seed: SeedFaultInjection, Name: "lost_response_same_key",
 			Want: Want{Effects: 1, Outcome: statusDuplicate, Classes: []contract.Class{unknown, replayed}},
@@ -244,15 +246,15 @@ func Cases() []Case {
 			Want: Want{Effects: 2, Outcome: OutcomeSuccess,
 				Courier: &Want{Effects: 1, Outcome: statusDuplicate}},
 			Run: func(ctx context.Context, r *Run) error {
-				return r.demoBlindRetry(ctx, DestHelpdesk, DestHelpdesk, newKeyEachAttempt)
+				return r.demoBlindRetry(ctx, lab.DestHelpdesk, lab.DestHelpdesk, newKeyEachAttempt)
 			}},
 		{Seed: SeedFaultInjection, Name: "same_key_changed_payload",
 			Want: Want{Effects: 1, Outcome: string(workflows.StatusConflict),
 				Classes: []contract.Class{unknown, contract.ClassConflict}},
 			Run: func(ctx context.Context, r *Run) error {
 				id := r.ID("changed-payload")
-				first := Input(DestHelpdeskOnce, id, Ticket(id, "synthetic-report 2026-11-06"))
-				if err := r.Env.Inject(DestHelpdeskOnce, closeAfterCommit(1)); err != nil {
+				first := Input(lab.DestHelpdeskOnce, id, lab.Ticket(id, "synthetic-report 2026-11-06"))
+				if err := r.Env.Inject(lab.DestHelpdeskOnce, closeAfterCommit(1)); err != nil {
 					return err
 				}
 				o, err := r.deliver(ctx, first, nil)
@@ -263,11 +265,11 @@ func Cases() []Case {
 					return fmt.Errorf("first delivery: got %s, want attempt_limit", o.Result.Status)
 				}
 				changed := first
-				changed.Payload = Ticket(id, "period only")
+				changed.Payload = lab.Ticket(id, "period only")
 				if _, err := r.deliver(ctx, changed, nil); err != nil {
 					return err
 				}
-				return r.effects(DestHelpdeskOnce, id)
+				return r.effects(lab.DestHelpdeskOnce, id)
 			}},
 		{Seed: SeedFaultInjection, Name: "transient_then_success",
 			Want: Want{Effects: 1, Outcome: statusCreated, Classes: []contract.Class{unknown, unknown, created}},
@@ -285,7 +287,7 @@ func Cases() []Case {
 			Want: Want{Effects: 2, Outcome: OutcomeSuccess,
 				Courier: &Want{Effects: 1, Outcome: OutcomeAwaitingReview}},
 			Run: func(ctx context.Context, r *Run) error {
-				return r.demoBlindRetry(ctx, DestLegacy, DestLegacy, noKey)
+				return r.demoBlindRetry(ctx, lab.DestLegacy, lab.DestLegacy, noKey)
 			}},
 		{Seed: SeedLoopbackHTTP, Name: "key",
 			Want: Want{Effects: 1, Outcome: statusDuplicate, Classes: []contract.Class{unknown, replayed}},
@@ -301,25 +303,25 @@ func Cases() []Case {
 			Want: Want{Effects: 2, Outcome: statusCreated, Classes: []contract.Class{unknown, created}},
 			Run: func(ctx context.Context, r *Run) error {
 				id := r.ID("ignored")
-				in := Input(DestIgnoring, id, Ticket(id, "Move the workshop booking"))
-				if err := r.Env.Inject(DestIgnoring, closeAfterCommit(1)); err != nil {
+				in := Input(lab.DestIgnoring, id, lab.Ticket(id, "Move the workshop booking"))
+				if err := r.Env.Inject(lab.DestIgnoring, closeAfterCommit(1)); err != nil {
 					return err
 				}
 				if _, err := r.deliver(ctx, in, nil); err != nil {
 					return err
 				}
-				r.requests(DestIgnoring)
-				return r.effects(DestIgnoring, id)
+				r.requests(lab.DestIgnoring)
+				return r.effects(lab.DestIgnoring, id)
 			}},
 		{Seed: SeedLoopbackHTTP, Name: "rejected",
 			Want: Want{Effects: 0, Outcome: string(workflows.StatusRejected), Classes: []contract.Class{contract.ClassRejected}},
 			Run: func(ctx context.Context, r *Run) error {
 				id := r.ID("rejected")
-				in := Input(DestHelpdesk, id, Ticket(id, ""))
+				in := Input(lab.DestHelpdesk, id, lab.Ticket(id, ""))
 				if _, err := r.deliver(ctx, in, nil); err != nil {
 					return err
 				}
-				return r.effects(DestHelpdesk, id)
+				return r.effects(lab.DestHelpdesk, id)
 			}},
 
 		// sqlite-unique-key-lab: the key under a UNIQUE constraint, committed
@@ -355,14 +357,13 @@ func Cases() []Case {
 				Courier: &Want{Effects: 1, Outcome: statusDuplicate}},
 			Run: func(ctx context.Context, r *Run) error {
 				id := r.ID("lost-ack")
-				in := Input(DestLedger, id, Ticket(id, "ledger row"))
-				req := requestFor(in)
-				n, err := sqldest.BlindRetryWithoutKey(ctx, r.Env.Config.Destinations[DestLedger], req)
+				in := Input(lab.DestLedger, id, lab.Ticket(id, "ledger row"))
+				n, err := blindRetryWithoutKey(ctx, r.Env.LedgerPath, workflows.Key(in.Operation), in.Payload)
 				if err != nil {
 					return err
 				}
 				r.Report.Effects, r.Report.Outcome = n, OutcomeSuccess
-				r.Env.Faults[DestLedger].LoseAcks(1)
+				r.Env.Faults[lab.DestLedger].LoseAcks(1)
 				return r.courierPath(ctx, in)
 			}},
 	}
@@ -370,8 +371,8 @@ func Cases() []Case {
 
 func (r *Run) lostResponseWithKey(ctx context.Context, base string) error {
 	id := r.ID(base)
-	in := Input(DestHelpdesk, id, Ticket(id, "Move the workshop booking"))
-	if err := r.Env.Inject(DestHelpdesk, closeAfterCommit(1)); err != nil {
+	in := Input(lab.DestHelpdesk, id, lab.Ticket(id, "Move the workshop booking"))
+	if err := r.Env.Inject(lab.DestHelpdesk, closeAfterCommit(1)); err != nil {
 		return err
 	}
 	o, err := r.deliver(ctx, in, nil)
@@ -391,20 +392,20 @@ func (r *Run) lostResponseWithKey(ctx context.Context, base string) error {
 	if r.Report.Extra == nil {
 		return fmt.Errorf("receipt %+v names no stored ticket", o.Result.Receipt)
 	}
-	r.requests(DestHelpdesk)
-	return r.effects(DestHelpdesk, id)
+	r.requests(lab.DestHelpdesk)
+	return r.effects(lab.DestHelpdesk, id)
 }
 
 func (r *Run) timeoutsBeforeEffect(ctx context.Context, base string, n int) error {
 	id := r.ID(base)
-	in := Input(DestHelpdesk, id, Ticket(id, "synthetic-report 2026-11-06"))
-	if err := r.Env.Inject(DestHelpdesk, timeoutBeforeEffect(n)); err != nil {
+	in := Input(lab.DestHelpdesk, id, lab.Ticket(id, "synthetic-report 2026-11-06"))
+	if err := r.Env.Inject(lab.DestHelpdesk, timeoutBeforeEffect(n)); err != nil {
 		return err
 	}
 	if _, err := r.deliver(ctx, in, nil); err != nil {
 		return err
 	}
-	return r.effects(DestHelpdesk, id)
+	return r.effects(lab.DestHelpdesk, id)
 }
 
 // reviewCase: a lost response at a destination without keys stops for a
@@ -412,8 +413,8 @@ func (r *Run) timeoutsBeforeEffect(ctx context.Context, base string, n int) erro
 // outcome is the state the seed shows; the resolution is in its result.
 func reviewCase(ctx context.Context, r *Run) error {
 	id := r.ID("review")
-	in := Input(DestLegacy, id, Ticket(id, "Move the workshop booking"))
-	if err := r.Env.Inject(DestLegacy, closeAfterCommit(1)); err != nil {
+	in := Input(lab.DestLegacy, id, lab.Ticket(id, "Move the workshop booking"))
+	if err := r.Env.Inject(lab.DestLegacy, closeAfterCommit(1)); err != nil {
 		return err
 	}
 	var parked workflows.DeliveryStatus
@@ -438,24 +439,24 @@ func reviewCase(ctx context.Context, r *Run) error {
 	if o.Result.Status != workflows.StatusDeliveredByReview {
 		return fmt.Errorf("review did not resolve the delivery: %s", o.Result.Status)
 	}
-	r.requests(DestLegacy)
-	return r.effects(DestLegacy, id)
+	r.requests(lab.DestLegacy)
+	return r.effects(lab.DestLegacy, id)
 }
 
 func (r *Run) ledgerOnce(ctx context.Context, base string) error {
 	id := r.ID(base)
-	in := Input(DestLedger, id, Ticket(id, "ledger row"))
+	in := Input(lab.DestLedger, id, lab.Ticket(id, "ledger row"))
 	if _, err := r.deliver(ctx, in, nil); err != nil {
 		return err
 	}
-	return r.effects(DestLedger, id)
+	return r.effects(lab.DestLedger, id)
 }
 
 // ledgerTwice sends the same operation twice, the second time with the same
 // or another payload; the report's outcome is the second answer.
 func (r *Run) ledgerTwice(ctx context.Context, base string, changePayload bool) error {
 	id := r.ID(base)
-	in := Input(DestLedger, id, Ticket(id, "ledger row"))
+	in := Input(lab.DestLedger, id, lab.Ticket(id, "ledger row"))
 	first, err := r.deliver(ctx, in, nil)
 	if err != nil {
 		return err
@@ -464,7 +465,7 @@ func (r *Run) ledgerTwice(ctx context.Context, base string, changePayload bool) 
 		return fmt.Errorf("first request: got %s, want created", first.Result.Status)
 	}
 	if changePayload {
-		in.Payload = Ticket(id, "another ledger row")
+		in.Payload = lab.Ticket(id, "another ledger row")
 	}
 	second, err := r.deliver(ctx, in, nil)
 	if err != nil {
@@ -472,14 +473,7 @@ func (r *Run) ledgerTwice(ctx context.Context, base string, changePayload bool) 
 	}
 	r.Report.Extra = map[string]any{"first": first.Result.Status, "second": second.Result.Status,
 		"first_receipt": first.Result.Receipt, "second_receipt": second.Result.Receipt}
-	return r.effects(DestLedger, id)
-}
-
-func requestFor(in workflows.DeliveryInput) activities.Request {
-	fp, _ := workflows.Fingerprint(in.Payload)
-	return activities.Request{Key: workflows.Key(in.Operation), Fingerprint: fp, Tenant: in.Tenant,
-		Destination: in.Destination, Operation: in.Operation.Operation, BusinessID: in.BusinessID,
-		Payload: in.Payload, Attempt: 1}
+	return r.effects(lab.DestLedger, id)
 }
 
 // demoTimeout bounds a demonstration client's requests.

@@ -3,11 +3,14 @@ package testsuite
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"net/http"
 
 	"github.com/google/uuid"
+
+	"github.com/abde64c9/courier/internal/lab"
 )
 
 // keying is how a demonstration's naive client keys its attempts.
@@ -35,7 +38,7 @@ func (r *Run) demoBlindRetry(ctx context.Context, naiveDest, dest string, k keyi
 		if k == newKeyEachAttempt {
 			key = uuid.NewString()
 		}
-		status, err := post(ctx, client, url, key, Ticket(id, "Move the workshop booking"))
+		status, err := post(ctx, client, url, key, lab.Ticket(id, "Move the workshop booking"))
 		ra := ReportAttempt{Attempt: attempt, Status: "success"}
 		if key != "" {
 			ra.Key = &key
@@ -59,7 +62,7 @@ func (r *Run) demoBlindRetry(ctx context.Context, naiveDest, dest string, k keyi
 	if err := r.Env.Inject(dest, closeAfterCommit(1)); err != nil {
 		return err
 	}
-	return r.courierPath(ctx, Input(dest, cid, Ticket(cid, "Move the workshop booking")))
+	return r.courierPath(ctx, Input(dest, cid, lab.Ticket(cid, "Move the workshop booking")))
 }
 
 // post is the naive client: one JSON POST, an error when no response came.
@@ -86,4 +89,32 @@ func containsID(payload json.RawMessage, id string) bool {
 		RequestID string `json:"request_id"`
 	}
 	return json.Unmarshal(payload, &p) == nil && p.RequestID == id
+}
+
+// blindRetryWithoutKey is the seed's naive writer: into a table whose key
+// column is not unique, it inserts the row, treats the acknowledgement as
+// lost and inserts it again, as a blind retry would. It returns how many
+// rows hold the key afterwards: two effects for one business operation. The
+// table is its own (never the ledger destination's), cleared of the key
+// first so every run counts the same.
+func blindRetryWithoutKey(ctx context.Context, path, key string, payload []byte) (int, error) {
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS ledger_without_key (key TEXT NOT NULL, payload TEXT NOT NULL)"); err != nil {
+		return 0, err
+	}
+	if _, err := db.ExecContext(ctx, "DELETE FROM ledger_without_key WHERE key = ?", key); err != nil {
+		return 0, err
+	}
+	for range 2 {
+		if _, err := db.ExecContext(ctx, "INSERT INTO ledger_without_key (key, payload) VALUES (?, ?)", key, string(payload)); err != nil {
+			return 0, err
+		}
+	}
+	var n int
+	err = db.QueryRowContext(ctx, "SELECT COUNT(*) FROM ledger_without_key WHERE key = ?", key).Scan(&n)
+	return n, err
 }

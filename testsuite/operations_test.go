@@ -8,16 +8,11 @@ package testsuite
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -29,59 +24,27 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
-	sdktest "go.temporal.io/sdk/testsuite"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/devserver"
+	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/worker"
 	"github.com/abde64c9/courier/workflows"
 )
 
-// courierBinary is cmd/courier, built once per test binary run.
-var courierBinary struct {
-	once sync.Once
-	dir  string
-	path string
-	err  error
-}
-
-func courierPath(t *testing.T) string {
-	t.Helper()
-	courierBinary.once.Do(func() {
-		courierBinary.dir, courierBinary.err = os.MkdirTemp("", "courier-bin-")
-		if courierBinary.err != nil {
-			return
-		}
-		courierBinary.path = filepath.Join(courierBinary.dir, "courier")
-		out, err := exec.Command("go", "build", "-o", courierBinary.path, "../cmd/courier").CombinedOutput()
-		if err != nil {
-			courierBinary.err = fmt.Errorf("go build ./cmd/courier: %w\n%s", err, out)
-		}
-	})
-	require.NoError(t, courierBinary.err)
-	return courierBinary.path
-}
-
-func removeCourierBinary() {
-	if courierBinary.dir != "" {
-		_ = os.RemoveAll(courierBinary.dir)
-	}
-}
-
 // opsStack is one operations test's world: the shared dev server, a
 // sandbox of its own, and `courier worker` processes serving a
 // destinations file the test rewrites.
 type opsStack struct {
 	t        *testing.T
-	srv      *sdktest.DevServer
+	temporal *lab.Temporal
 	c        client.Client
 	starter  *starter.Client
-	sandbox  *sandbox.Server
-	http     *httptest.Server
+	sandbox  *lab.Sandbox
 	file     string
 	run      string    // makes business ids unique to this test run
 	workflow *[]string // terminated at the end, if still running
@@ -96,14 +59,13 @@ func (s *opsStack) on(t *testing.T) *opsStack {
 
 func newOpsStack(t *testing.T, modes map[string]sandbox.Mode) *opsStack {
 	t.Helper()
-	srv := sharedServer(t)
+	tmp := sharedServer(t)
 	dir := t.TempDir()
-	sb, err := sandbox.Open(filepath.Join(dir, "sandbox.db"), modes)
+	sb, err := lab.StartSandbox(filepath.Join(dir, lab.SandboxDB), "", modes)
 	require.NoError(t, err)
-	hs := httptest.NewServer(sb.Handler())
 	s := &opsStack{
-		t: t, srv: srv, c: srv.Client(), sandbox: sb, http: hs,
-		file: filepath.Join(dir, "destinations.json"), run: uuid.NewString()[:8], workflow: new([]string),
+		t: t, temporal: tmp, c: tmp.Client(), sandbox: sb,
+		file: filepath.Join(dir, lab.DestinationsFile), run: uuid.NewString()[:8], workflow: new([]string),
 	}
 	s.starter = starter.New(s.c)
 	t.Cleanup(func() {
@@ -111,8 +73,6 @@ func newOpsStack(t *testing.T, modes map[string]sandbox.Mode) *opsStack {
 		for _, id := range *s.workflow {
 			_ = s.c.TerminateWorkflow(context.Background(), id, "", "test over")
 		}
-		hs.CloseClientConnections()
-		hs.Close()
 		_ = sb.Close()
 	})
 	return s
@@ -120,7 +80,7 @@ func newOpsStack(t *testing.T, modes map[string]sandbox.Mode) *opsStack {
 
 // dest is an HTTP destination at the sandbox service named path.
 func (s *opsStack) dest(path string, c contract.Contract) contract.Destination {
-	return contract.Destination{Adapter: contract.AdapterHTTP, URL: s.http.URL + "/" + path + "/tickets", Contract: c.WithDefaults()}
+	return contract.Destination{Adapter: contract.AdapterHTTP, URL: s.sandbox.URL + "/" + path + "/tickets", Contract: c.WithDefaults()}
 }
 
 // deploy writes the destinations file the next worker process reads.
@@ -131,78 +91,28 @@ func (s *opsStack) deploy(cfg contract.Config) {
 	require.NoError(s.t, os.WriteFile(s.file, b, 0o644))
 }
 
-// courierWorker is a `courier worker` process.
-type courierWorker struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	log  string // its output, for a failure message
-}
-
 // startWorker starts `courier worker` on the current destinations file and
-// waits until its /healthz answers.
-func (s *opsStack) startWorker() *courierWorker {
+// waits until its /healthz answers; the test's end kills it.
+func (s *opsStack) startWorker() *lab.Worker {
 	t := s.t
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	log, err := os.CreateTemp(t.TempDir(), "worker-*.log")
 	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	out, err := os.CreateTemp(t.TempDir(), "worker-*.log")
-	require.NoError(t, err)
-	defer out.Close() // the process has its own copy
-	w := &courierWorker{done: make(chan struct{}), log: out.Name()}
-	w.cmd = exec.Command(courierPath(t), "worker", "--destinations", s.file, "--metrics", addr, "--log-level", "warn")
-	w.cmd.Env = append(os.Environ(), "TEMPORAL_ADDRESS="+s.srv.FrontendHostPort(), "TEMPORAL_NAMESPACE=default")
-	w.cmd.Stdout, w.cmd.Stderr = out, out
-	require.NoError(t, w.cmd.Start())
-	go func() { _ = w.cmd.Wait(); close(w.done) }()
-	t.Cleanup(w.kill)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get("http://" + addr + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return w
-			}
-		}
-		select {
-		case <-w.done:
-			t.Fatalf("courier worker exited before it was ready:\n%s", w.output())
-		case <-time.After(100 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("courier worker not ready within 30 s:\n%s", w.output())
-		}
+	defer log.Close() // the process has its own copy
+	w, err := lab.StartWorker(context.Background(), lab.WorkerOptions{
+		Courier: courierPath(t), Destinations: s.file, Temporal: s.temporal, Args: []string{"--log-level", "warn"}, Log: log,
+	})
+	if err != nil {
+		b, _ := os.ReadFile(log.Name())
+		t.Fatalf("%v:\n%s", err, b)
 	}
-}
-
-func (w *courierWorker) output() string {
-	b, _ := os.ReadFile(w.log)
-	return string(b)
-}
-
-// kill ends the process at once, as a crash or a lost machine would.
-func (w *courierWorker) kill() {
-	_ = w.cmd.Process.Signal(syscall.SIGKILL)
-	<-w.done
-}
-
-// stop asks the process to stop gracefully and waits for it to exit.
-func (w *courierWorker) stop(t *testing.T) time.Duration {
-	began := time.Now()
-	require.NoError(t, w.cmd.Process.Signal(syscall.SIGTERM))
-	select {
-	case <-w.done:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("courier worker still running 30 s after SIGTERM:\n%s", w.output())
-	}
-	return time.Since(began)
+	t.Cleanup(w.Kill)
+	return w
 }
 
 func (s *opsStack) input(dest, name string) workflows.DeliveryInput {
 	id := name + "-" + s.run
-	in := Input(dest, id, Ticket(id, "operations: "+name))
+	in := Input(dest, id, lab.Ticket(id, "operations: "+name))
 	*s.workflow = append(*s.workflow, workflows.WorkflowID(workflows.Key(in.Operation)))
 	return in
 }
@@ -373,7 +283,7 @@ func TestConfigDeployInFlight(t *testing.T) {
 		s.waitFor(ctx, keys["park-"+ch], 20*time.Second, "parked", parked)
 	}
 
-	w1.kill()
+	w1.Kill()
 	s.deploy(after)
 	s.startWorker()
 
@@ -514,7 +424,7 @@ func TestSecondRunNeverSendsBlind(t *testing.T) {
 		cli, err := devserver.Binary()
 		require.NoError(t, err)
 		out, err := exec.CommandContext(ctx, cli, "workflow", "reset",
-			"--address", s.srv.FrontendHostPort(), "--namespace", "default",
+			"--address", s.temporal.HostPort, "--namespace", s.temporal.Namespace,
 			"--workflow-id", workflows.WorkflowID(st.Key), "--type", "FirstWorkflowTask",
 			"--reason", "operator reset").CombinedOutput()
 		require.NoError(t, err, "%s", out)
@@ -642,7 +552,7 @@ func TestLostWorkerNoticedInSeconds(t *testing.T) {
 	defer cancel()
 	s, w1, key := slowAttempt(ctx, t, "lost-worker")
 	killed := time.Now()
-	w1.kill()
+	w1.Kill()
 	s.startWorker()
 	st := s.waitFor(ctx, key, 30*time.Second, "past its lost attempt", func(st workflows.DeliveryStatus) bool {
 		return len(st.Attempts) > 0
@@ -665,7 +575,8 @@ func TestGracefulStopReportsCutShortAttempt(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	s, w1, key := slowAttempt(ctx, t, "graceful-stop")
-	took := w1.stop(t)
+	took, err := w1.Stop(30 * time.Second)
+	require.NoError(t, err)
 	require.Less(t, took, worker.DefaultStopTimeout+5*time.Second)
 	t.Logf("worker stopped in %s", took.Round(100*time.Millisecond))
 	s.startWorker()
@@ -681,7 +592,7 @@ func TestGracefulStopReportsCutShortAttempt(t *testing.T) {
 // slowAttempt starts a worker and a delivery whose first attempt the
 // destination commits and then holds unanswered, and returns once that
 // attempt has heartbeated.
-func slowAttempt(ctx context.Context, t *testing.T, name string) (*opsStack, *courierWorker, string) {
+func slowAttempt(ctx context.Context, t *testing.T, name string) (*opsStack, *lab.Worker, string) {
 	s := newOpsStack(t, map[string]sandbox.Mode{"slow": sandbox.ModeHonoursKeys})
 	s.deploy(contract.Config{Destinations: map[string]contract.Destination{
 		"slow": s.dest("slow", contract.Contract{Dedup: contract.DedupKey, KeyHeader: "Idempotency-Key",

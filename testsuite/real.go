@@ -23,7 +23,7 @@ type Real struct {
 	// through the validated update, as `courier review` sends them.
 	Signal bool
 
-	lab *RealLab // the lab running this case, for the real-only cases
+	rl *RealLab // the lab running this case, for the real-only cases
 
 	mu      sync.Mutex
 	parked  []string

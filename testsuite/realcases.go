@@ -2,12 +2,19 @@ package testsuite
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"sync"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/workflows"
 )
 
@@ -32,15 +39,13 @@ var ownWorkers = map[string]bool{caseCrash: true}
 const (
 	// concurrency is how many requests the concurrent case sends at once.
 	concurrency = 20
-	// crashExit is the exit code of the worker that dies after its commit.
-	crashExit = 23
-	// processTimeout bounds how long a helper process may take.
+	// processTimeout bounds a case's processes.
 	processTimeout = time.Minute
 )
 
 func realOf(r *Run) (*Real, error) {
 	rd, ok := r.Deliverer.(*Real)
-	if !ok || rd.lab == nil {
+	if !ok || rd.rl == nil {
 		return nil, errors.New("this case needs a real Temporal server: run it with a RealLab")
 	}
 	return rd, nil
@@ -54,7 +59,7 @@ func concurrentRequests(ctx context.Context, r *Run) error {
 		return err
 	}
 	id := r.ID("concurrent")
-	in := Input(DestLedger, id, Ticket(id, "ledger row"))
+	in := Input(lab.DestLedger, id, lab.Ticket(id, "ledger row"))
 	sts := make([]workflows.DeliveryStatus, concurrency)
 	errs := make([]error, concurrency)
 	gate := make(chan struct{})
@@ -97,72 +102,139 @@ func concurrentRequests(ctx context.Context, r *Run) error {
 			break
 		}
 	}
-	return r.effects(DestLedger, id)
+	return r.effects(lab.DestLedger, id)
 }
 
-// crashThenNewProcess: a worker process commits the ledger row and exits
-// before its attempt completes. Temporal sees the attempt lost; a new
-// worker process retries with the same key and the UNIQUE key replays it.
+// crashThenNewProcess: a `courier worker` process commits the ledger row
+// and is SIGKILLed before its attempt can report. Temporal sees the attempt
+// lost; a new worker process retries with the same key and the UNIQUE key
+// replays it.
+//
+// The kill lands between the commit and the report without a hook in the
+// worker: the case holds the ledger's write lock until the attempt is
+// under way, cuts the worker's link to Temporal, releases the lock, waits
+// for the row, and kills the process.
 func crashThenNewProcess(ctx context.Context, r *Run) error {
 	rd, err := realOf(r)
 	if err != nil {
 		return err
 	}
 	id := r.ID("lost-response")
-	in := Input(DestLedger, id, Ticket(id, "ledger row"))
-	cfg := caseDir(r.Env, "destinations.json")
-	if err := writeDestinations(cfg, r.Env.Config); err != nil {
+	in := Input(lab.DestLedger, id, lab.Ticket(id, "ledger row"))
+	cfg := caseDir(r.Env, lab.DestinationsFile)
+	if err := lab.WriteDestinations(cfg, r.Env.Config); err != nil {
 		return err
 	}
 	pctx, cancel := context.WithTimeout(ctx, processTimeout)
 	defer cancel()
-
-	first, err := rd.lab.spawn(roleWorker, envDestinations+"="+cfg, fmt.Sprintf("%s=%d", envExitAfterCommit, crashExit))
+	link, err := lab.NewLink(rd.rl.Temporal.HostPort)
 	if err != nil {
 		return err
 	}
-	defer first.stop()
+	defer link.Close()
+	first, err := rd.rl.worker(pctx, cfg, "TEMPORAL_ADDRESS="+link.Addr())
+	if err != nil {
+		return err
+	}
+	defer first.Kill()
+	unlock, err := holdWriteLock(pctx, r.Env.LedgerPath)
+	if err != nil {
+		return err
+	}
 	h, err := rd.Starter.Start(ctx, in)
 	if err != nil {
+		unlock()
 		return err
 	}
-	code, err := first.wait(pctx)
+	err = awaitAttemptStarted(pctx, rd.Temporal, workflows.WorkflowID(h.Key))
+	link.Cut()
+	unlock()
+	if err != nil {
+		return err
+	}
+	rows, err := awaitEffect(pctx, r.Env, lab.DestLedger, id)
 	if err != nil {
 		return fmt.Errorf("first worker: %w", err)
 	}
-	r.Report.Extra = map[string]any{"first_exit": code}
-	if code != crashExit {
-		return fmt.Errorf("first worker exited with %d, want %d (its exit right after the commit)", code, crashExit)
-	}
-	rows, err := r.Env.Effects(DestLedger, id)
-	if err != nil {
-		return err
-	}
-	r.Report.Extra["rows_after_crash"] = rows
+	first.Kill()
+	r.Report.Extra = map[string]any{"first_worker": "SIGKILL after its commit, before its report", "rows_after_crash": rows}
 
-	second, err := rd.lab.spawn(roleWorker, envDestinations+"="+cfg)
+	second, err := rd.rl.worker(pctx, cfg)
 	if err != nil {
 		return err
 	}
-	defer second.stop()
+	defer second.Kill()
 	st, err := rd.Starter.Wait(pctx, h.Key)
 	if err != nil {
 		return fmt.Errorf("wait for the new worker process: %w", err)
 	}
 	r.Report.Outcome, r.Report.Attempts, r.Report.Events = observe(Outcome{Result: st.DeliveryResult}, keyOf(in))
 	r.Report.Extra["retry"] = seedResult(st.DeliveryResult)
-	return r.effects(DestLedger, id)
+	return r.effects(lab.DestLedger, id)
 }
 
-// newProcessExistingRequest: after a delivery, another client process asks
-// for the same operation and gets the original receipt as a duplicate.
+// holdWriteLock takes the SQLite database's write lock until unlock.
+func holdWriteLock(ctx context.Context, path string) (unlock func(), err error) {
+	db, err := sql.Open("sqlite", path+"?_txlock=immediate")
+	if err != nil {
+		return nil, err
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return func() {
+		_ = tx.Rollback()
+		_ = db.Close()
+	}, nil
+}
+
+// awaitAttemptStarted waits until a worker has taken the delivery's attempt.
+func awaitAttemptStarted(ctx context.Context, c client.Client, wid string) error {
+	for {
+		desc, err := c.DescribeWorkflowExecution(ctx, wid, "")
+		if err != nil {
+			return err
+		}
+		for _, a := range desc.GetPendingActivities() {
+			if a.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no worker took the attempt of %s: %w", wid, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// awaitEffect waits until the destination holds an effect for businessID.
+func awaitEffect(ctx context.Context, env *Env, dest, businessID string) (int, error) {
+	for {
+		n, err := env.Effects(dest, businessID)
+		if err != nil || n > 0 {
+			return n, err
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("no effect of %s at %s: %w", businessID, dest, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// newProcessExistingRequest: after a delivery, another client process
+// (`courier deliver`) asks for the same operation and gets the original
+// receipt as a duplicate.
 func newProcessExistingRequest(ctx context.Context, r *Run) error {
 	rd, err := realOf(r)
 	if err != nil {
 		return err
 	}
 	id := r.ID("restart")
-	in := Input(DestLedger, id, Ticket(id, "ledger row"))
+	in := Input(lab.DestLedger, id, lab.Ticket(id, "ledger row"))
 	first, err := r.deliver(ctx, in, nil)
 	if err != nil {
 		return err
@@ -170,22 +242,19 @@ func newProcessExistingRequest(ctx context.Context, r *Run) error {
 	if first.Result.Status != workflows.StatusCreated {
 		return fmt.Errorf("first request: got %s, want created", first.Result.Status)
 	}
-	b, err := json.Marshal(in)
-	if err != nil {
-		return err
-	}
 	pctx, cancel := context.WithTimeout(ctx, processTimeout)
 	defer cancel()
-	p, err := rd.lab.spawn(roleDeliver, envInput+"="+string(b))
+	cmd := exec.CommandContext(pctx, rd.rl.Courier, "deliver", "--tenant", in.Tenant, "--destination", in.Destination,
+		"--operation", in.Operation.Operation, "--id", in.BusinessID, "--payload", string(in.Payload))
+	cmd.Env = rd.rl.Temporal.Env(os.Environ())
+	cmd.Stderr = rd.rl.Log
+	out, err := cmd.Output()
 	if err != nil {
-		return err
-	}
-	if code, err := p.wait(pctx); err != nil || code != 0 {
-		return fmt.Errorf("client process: exit %d: %v", code, err)
+		return fmt.Errorf("courier deliver: %w", err)
 	}
 	var second workflows.DeliveryStatus
-	if err := json.Unmarshal(p.stdout.Bytes(), &second); err != nil {
-		return fmt.Errorf("client process printed %q: %w", p.stdout.String(), err)
+	if err := json.Unmarshal(out, &second); err != nil {
+		return fmt.Errorf("courier deliver printed %q: %w", out, err)
 	}
 	r.Report.Outcome = string(second.Status)
 	r.Report.Extra = map[string]any{"first": seedResult(first.Result), "second": seedResult(second.DeliveryResult)}
@@ -193,7 +262,7 @@ func newProcessExistingRequest(ctx context.Context, r *Run) error {
 		r.Report.Failures = append(r.Report.Failures, fmt.Sprintf("second receipt %q is not the original %q",
 			resource(second.DeliveryResult), resource(first.Result)))
 	}
-	return r.effects(DestLedger, id)
+	return r.effects(lab.DestLedger, id)
 }
 
 // seedResult is a result in the sqlite seed's shape: status, key, result.

@@ -13,33 +13,28 @@ import (
 	"github.com/google/uuid"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 
-	"github.com/abde64c9/courier/devserver"
+	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/worker"
 	"github.com/abde64c9/courier/workflows"
 )
 
 // RealLab runs the fault cases against a real Temporal server. Each case
-// gets fresh destinations and its own Courier worker in this process,
-// except the cases that run their workers as separate processes. Cases run
+// gets fresh destinations and a Courier worker in this process (whose
+// adapters the cases that fault an adapter wrap), except the cases that run
+// `courier worker` and `courier deliver` processes of their own. Cases run
 // one after another: they share the task queue.
 type RealLab struct {
-	// Client is connected to the server's namespace, which has Courier's
-	// search attributes.
-	Client client.Client
-	// HostPort and Namespace, when set, are given to helper processes as
-	// TEMPORAL_ADDRESS and TEMPORAL_NAMESPACE; otherwise they inherit this
-	// process's Temporal environment.
-	HostPort, Namespace string
-	// Process is the command line that runs this program again as a helper
-	// process: its main must call RealProcessMain when RealProcessRole is set.
-	Process []string
+	// Temporal is the server, and the lab's client of its namespace, which
+	// has Courier's search attributes.
+	Temporal *lab.Temporal
+	// Courier is the courier binary the process cases run.
+	Courier string
 	// Dir holds each case's data files.
 	Dir string
-	// Log receives the helper processes' output; nil is os.Stderr.
+	// Log receives the processes' output; nil discards it.
 	Log io.Writer
 	// RunID makes business ids unique to this run, so a server that keeps
 	// history never joins a delivery of an earlier run.
@@ -82,8 +77,8 @@ func (l *RealLab) Execute(ctx context.Context, c Case) (Report, error) {
 	}
 	defer env.Close()
 
-	st := starter.New(l.Client)
-	rd := &Real{Starter: st, Temporal: l.Client, Signal: c.Name == reviewBySignal, lab: l}
+	st := starter.New(l.Temporal.Client())
+	rd := &Real{Starter: st, Temporal: l.Temporal.Client(), Signal: c.Name == reviewBySignal, rl: l}
 	if !ownWorkers[c.Name] {
 		stop, err := l.startWorker(env)
 		if err != nil {
@@ -130,7 +125,8 @@ func checkReviewVia(rep *Report, results []workflows.DeliveryResult, via string)
 
 // startWorker runs a Courier worker over env's destinations until stop.
 func (l *RealLab) startWorker(env *Env) (stop func(), err error) {
-	ws := worker.New(l.Client, env.Config, env.WorkerActivities(l.Client), sdkworker.Options{})
+	c := l.Temporal.Client()
+	ws := worker.New(c, env.Config, env.WorkerActivities(c), sdkworker.Options{})
 	for i, w := range ws {
 		if err := w.Start(); err != nil {
 			for _, started := range ws[:i] {
@@ -164,26 +160,19 @@ func (l *RealLab) Run(ctx context.Context) (LabReport, error) {
 
 // RealOptions configure RunReal.
 type RealOptions struct {
-	// Client is a connected client to use; nil starts a dev server (in
-	// memory) for the run.
-	Client client.Client
-	// Address names Client's server in the report.
-	Address string
-	// Process runs this program again as a helper process (see RealLab).
-	Process []string
+	// Courier is the courier binary the process cases run.
+	Courier string
 	// Logger receives the SDK's logs; nil discards them.
 	Logger *slog.Logger
-	// Log receives the dev server's and helper processes' output.
+	// Log receives the dev server's and the processes' output.
 	Log io.Writer
 }
 
-// RunReal runs every case against a real server, fresh destinations under a
-// temporary folder, and real worker and client processes.
+// RunReal runs every case against the server TEMPORAL_ADDRESS names, or a
+// dev server of its own (in memory), with fresh destinations under a
+// temporary folder and real worker and client processes.
 func RunReal(ctx context.Context, o RealOptions) (LabReport, error) {
 	began := time.Now()
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
@@ -192,27 +181,21 @@ func RunReal(ctx context.Context, o RealOptions) (LabReport, error) {
 		return LabReport{}, err
 	}
 	defer os.RemoveAll(dir)
-
-	lab := &RealLab{Client: o.Client, Process: o.Process, Dir: dir, Log: o.Log, RunID: uuid.NewString()[:8],
-		AbandonParked: o.Client != nil}
-	server := o.Address
-	if lab.Client == nil {
-		srv, err := devserver.Start(ctx, devserver.Options{Log: o.Log,
-			ClientOptions: client.Options{Logger: sdklog.NewStructuredLogger(o.Logger)}})
-		if err != nil {
-			return LabReport{}, err
-		}
-		defer func() { _ = srv.Stop() }()
-		defer srv.Client().Close()
-		lab.Client, lab.HostPort, lab.Namespace = srv.Client(), srv.FrontendHostPort(), "default"
-		server = "dev server (in memory, started for this run)"
+	t, err := lab.StartTemporal(ctx, lab.TemporalOptions{UseEnvironment: true, Log: o.Log, Logger: o.Logger})
+	if err != nil {
+		return LabReport{}, err
 	}
-	rep, err := lab.Run(ctx)
+	defer t.Close()
+	rl := &RealLab{Temporal: t, Courier: o.Courier, Dir: dir, Log: o.Log, RunID: uuid.NewString()[:8], AbandonParked: !t.Own}
+	rep, err := rl.Run(ctx)
 	if err != nil {
 		return rep, err
 	}
-	rep.Environment["temporal"] = server
-	if v, err := serverVersion(ctx, lab.Client); err == nil {
+	rep.Environment["temporal"] = t.HostPort
+	if t.Own {
+		rep.Environment["temporal"] = "dev server (in memory, started for this run)"
+	}
+	if v, err := serverVersion(ctx, t.Client()); err == nil {
 		rep.Environment["temporal_server"] = v
 	}
 	rep.Environment["wall_seconds"] = time.Since(began).Round(time.Millisecond).Seconds()
@@ -221,7 +204,7 @@ func RunReal(ctx context.Context, o RealOptions) (LabReport, error) {
 
 // abandon closes parked deliveries; the case's worker is still running.
 func (l *RealLab) abandon(ctx context.Context, keys []string) {
-	st := starter.New(l.Client)
+	st := starter.New(l.Temporal.Client())
 	for _, key := range keys {
 		_, err := st.Review(ctx, key, workflows.ReviewDecision{
 			Decision: workflows.DecisionAbandon, Reviewer: "faultlab", Note: "faultlab run finished with this case"})
@@ -240,6 +223,13 @@ func serverVersion(ctx context.Context, c client.Client) (string, error) {
 		return v, nil
 	}
 	return "", errors.New("server did not say its version")
+}
+
+// worker starts `courier worker` over the destinations file cfg, with env
+// added to its environment.
+func (l *RealLab) worker(ctx context.Context, cfg string, env ...string) (*lab.Worker, error) {
+	return lab.StartWorker(ctx, lab.WorkerOptions{Courier: l.Courier, Destinations: cfg, Temporal: l.Temporal,
+		Env: env, Args: []string{"--log-level", "warn"}, Log: l.Log})
 }
 
 // caseDir is a file in the case's data folder.

@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/worker"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -110,7 +111,7 @@ func replay(t *testing.T, r sdkworker.WorkflowReplayer, h RecordedHistory, logge
 
 // replayDestinations are the fault cases' contracts. Replay runs no
 // activity, so the URLs and the ledger file do not matter.
-var replayDestinations = Destinations("http://127.0.0.1:1", "unused-ledger.db")
+var replayDestinations = lab.Destinations("http://127.0.0.1:1", "unused-ledger.db", lab.CaseBudget)
 
 var replayLogger = sdklog.NewStructuredLogger(testLogger)
 
@@ -211,7 +212,7 @@ func TestReplayAcceptsVersionedChange(t *testing.T) {
 	env.RegisterWorkflowWithOptions(sleepFirstVersioned(workflows.NewDeliveries(dest.Config).Delivery),
 		workflow.RegisterOptions{Name: workflows.WorkflowType})
 	env.RegisterActivity(dest.Activities)
-	in := Input(DestLedger, "versioned", Ticket("versioned", "ledger row"))
+	in := Input(lab.DestLedger, "versioned", lab.Ticket("versioned", "ledger row"))
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.WorkflowID(workflows.Key(in.Operation))})
 	began := env.Now()
 	env.ExecuteWorkflow(workflows.WorkflowType, in)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/worker"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -34,7 +35,7 @@ func (s *ReviewSuite) SetupTest() {
 	s.Require().NoError(err)
 	s.env = s.NewTestWorkflowEnvironment()
 	s.id = "review-" + s.T().Name()
-	s.Require().NoError(s.dest.Inject(DestLegacy, closeAfterCommit(1)))
+	s.Require().NoError(s.dest.Inject(lab.DestLegacy, closeAfterCommit(1)))
 }
 
 func (s *ReviewSuite) TearDownTest() {
@@ -44,7 +45,7 @@ func (s *ReviewSuite) TearDownTest() {
 
 func (s *ReviewSuite) start(cfg contract.Config) workflows.DeliveryResult {
 	worker.Register(s.env, cfg, s.dest.Activities)
-	in := Input(DestLegacy, s.id, Ticket(s.id, "Move the workshop booking"))
+	in := Input(lab.DestLegacy, s.id, lab.Ticket(s.id, "Move the workshop booking"))
 	s.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.WorkflowID(workflows.Key(in.Operation))})
 	s.env.ExecuteWorkflow(workflows.WorkflowType, in)
 	s.Require().True(s.env.IsWorkflowCompleted())
@@ -67,7 +68,7 @@ func (s *ReviewSuite) status() workflows.DeliveryStatus {
 }
 
 func (s *ReviewSuite) effects() int {
-	n, err := s.dest.Effects(DestLegacy, s.id)
+	n, err := s.dest.Effects(lab.DestLegacy, s.id)
 	s.Require().NoError(err)
 	return n
 }
@@ -169,11 +170,11 @@ func (s *ReviewSuite) TestUpdateValidator() {
 // TestReminderKeepsWaiting: the review deadline reminds and never decides.
 func (s *ReviewSuite) TestReminderKeepsWaiting() {
 	cfg := s.dest.Config
-	legacy := cfg.Destinations[DestLegacy]
+	legacy := cfg.Destinations[lab.DestLegacy]
 	legacy.Contract.ReviewReminder = contract.Duration(30 * time.Minute)
-	cfg.Destinations[DestLegacy] = legacy
+	cfg.Destinations[lab.DestLegacy] = legacy
 	// The first attempt runs under, and records, the worker's contract.
-	s.dest.Activities.Contracts[DestLegacy] = legacy.Contract
+	s.dest.Activities.Contracts[lab.DestLegacy] = legacy.Contract
 	var reminded int
 	s.dest.Activities.OnReminder = func(activities.Reminder) { reminded++ }
 	s.at(100*time.Minute, func() {
@@ -245,14 +246,14 @@ func TestHandMadeWorkflowID(t *testing.T) {
 	env := ts.NewTestWorkflowEnvironment()
 	worker.Register(env, dest.Config, dest.Activities)
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "delivery-made-by-hand"})
-	in := Input(DestHelpdesk, "hand-made", Ticket("hand-made", "Move the workshop booking"))
+	in := Input(lab.DestHelpdesk, "hand-made", lab.Ticket("hand-made", "Move the workshop booking"))
 	env.ExecuteWorkflow(workflows.WorkflowType, in)
 	var res workflows.DeliveryResult
 	require.NoError(t, env.GetWorkflowResult(&res))
 	require.Equal(t, workflows.StatusRejected, res.Status)
 	require.Contains(t, res.Error, `workflow ID "delivery-made-by-hand" does not match the operation: start it as "delivery-`)
 	require.Empty(t, res.Attempts)
-	n, err := dest.Effects(DestHelpdesk, "hand-made")
+	n, err := dest.Effects(lab.DestHelpdesk, "hand-made")
 	require.NoError(t, err)
 	require.Zero(t, n)
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/codec"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/worker"
 	"github.com/abde64c9/courier/workflows"
@@ -34,7 +35,7 @@ import (
 // appears nowhere in the delivery's history: not in its raw event bytes,
 // not base64-encoded either.
 func TestSecretNotInHistory(t *testing.T) {
-	ctx, lab, env := realTest(t, 2*time.Minute)
+	ctx, rl, env := realTest(t, 2*time.Minute)
 
 	secret := "courier-test-token-" + uuid.NewString()
 	t.Setenv("COURIER_TEST_HELPDESK_TOKEN", secret)
@@ -50,27 +51,27 @@ func TestSecretNotInHistory(t *testing.T) {
 	}))
 	defer front.Close()
 	cfg := contract.Config{Destinations: maps.Clone(env.Config.Destinations)}
-	d := cfg.Destinations[DestHelpdesk]
+	d := cfg.Destinations[lab.DestHelpdesk]
 	d.URL = front.URL + "/helpdesk/tickets"
 	d.Auth = &contract.Auth{Header: "Authorization", Scheme: "Bearer", SecretEnv: "COURIER_TEST_HELPDESK_TOKEN"}
-	cfg.Destinations[DestHelpdesk] = d
+	cfg.Destinations[lab.DestHelpdesk] = d
 	ads, err := worker.OpenAdapters(cfg)
 	require.NoError(t, err)
 	defer ads.Close()
-	stop := startWorkers(t, lab.Client, cfg, worker.NewActivities(lab.Client, cfg, ads))
+	stop := startWorkers(t, rl.Temporal.Client(), cfg, worker.NewActivities(rl.Temporal.Client(), cfg, ads))
 	defer stop()
 
 	// A lost response first: the retry and its error are in history too.
-	id := "secret-" + lab.RunID
-	require.NoError(t, env.Inject(DestHelpdesk, closeAfterCommit(1)))
-	res, err := starter.New(lab.Client).Deliver(ctx, Input(DestHelpdesk, id, Ticket(id, "Move the workshop booking")))
+	id := "secret-" + rl.RunID
+	require.NoError(t, env.Inject(lab.DestHelpdesk, closeAfterCommit(1)))
+	res, err := starter.New(rl.Temporal.Client()).Deliver(ctx, Input(lab.DestHelpdesk, id, lab.Ticket(id, "Move the workshop booking")))
 	require.NoError(t, err)
 	require.Equal(t, workflows.StatusDuplicate, res.Status)
 	mu.Lock()
 	require.Equal(t, []string{"Bearer " + secret, "Bearer " + secret}, sent, "both attempts carried the credential")
 	mu.Unlock()
 
-	raw, text := history(ctx, t, lab.Client, workflows.WorkflowID(res.Key))
+	raw, text := history(ctx, t, rl.Temporal.Client(), workflows.WorkflowID(res.Key))
 	// The search finds what is there: the payload, in clear without a codec.
 	require.Contains(t, string(raw), "Move the workshop booking")
 	for _, s := range []string{secret, base64.StdEncoding.EncodeToString([]byte(secret))} {
@@ -83,7 +84,7 @@ func TestSecretNotInHistory(t *testing.T) {
 // appears nowhere in history, the worker still delivers it, and the result
 // decodes with the key (and only with it).
 func TestEncryptedHistory(t *testing.T) {
-	ctx, lab, env := realTest(t, 2*time.Minute)
+	ctx, rl, env := realTest(t, 2*time.Minute)
 
 	key := make([]byte, 32)
 	_, err := rand.Read(key)
@@ -95,18 +96,18 @@ func TestEncryptedHistory(t *testing.T) {
 	opts, err := worker.ClientOptions(testLogger)
 	require.NoError(t, err)
 	require.NotNil(t, opts.DataConverter, "the codec is on")
-	opts.HostPort, opts.Namespace = lab.HostPort, lab.Namespace
+	opts.HostPort, opts.Namespace = rl.Temporal.HostPort, rl.Temporal.Namespace
 	c, err := client.DialContext(ctx, opts)
 	require.NoError(t, err)
 	defer c.Close()
 	stop := startWorkers(t, c, env.Config, env.WorkerActivities(c))
 	defer stop()
 
-	id := "encrypted-" + lab.RunID
+	id := "encrypted-" + rl.RunID
 	plaintext := "Move the workshop booking " + uuid.NewString()
-	require.NoError(t, env.Inject(DestHelpdesk, closeAfterCommit(1)))
+	require.NoError(t, env.Inject(lab.DestHelpdesk, closeAfterCommit(1)))
 	st := starter.New(c)
-	res, err := st.Deliver(ctx, Input(DestHelpdesk, id, Ticket(id, plaintext)))
+	res, err := st.Deliver(ctx, Input(lab.DestHelpdesk, id, lab.Ticket(id, plaintext)))
 	require.NoError(t, err)
 	require.Equal(t, workflows.StatusDuplicate, res.Status)
 
@@ -117,7 +118,7 @@ func TestEncryptedHistory(t *testing.T) {
 	require.Contains(t, string(recs[0].Payload), plaintext)
 
 	wid := workflows.WorkflowID(res.Key)
-	raw, text := history(ctx, t, lab.Client, wid)
+	raw, text := history(ctx, t, rl.Temporal.Client(), wid)
 	require.NotContains(t, string(raw), plaintext, "raw event bytes")
 	require.NotContains(t, string(text), plaintext, "history JSON")
 	require.Contains(t, string(raw), codec.Encoding, "payloads are marked encrypted")
@@ -129,7 +130,7 @@ func TestEncryptedHistory(t *testing.T) {
 	require.Equal(t, workflows.StatusDuplicate, out.Status)
 	require.Equal(t, recs[0].TicketID, out.Receipt.ResourceID)
 	// ...and not without it.
-	require.Error(t, lab.Client.GetWorkflow(ctx, wid, "").Get(ctx, &out))
+	require.Error(t, rl.Temporal.Client().GetWorkflow(ctx, wid, "").Get(ctx, &out))
 }
 
 // startWorkers runs Courier's workers on c until stop.

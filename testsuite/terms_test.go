@@ -15,6 +15,7 @@ import (
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/worker"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -38,7 +39,7 @@ func (s *TermsSuite) SetupTest() {
 	s.dest, err = NewEnv(s.T().TempDir())
 	s.Require().NoError(err)
 	s.env = s.NewTestWorkflowEnvironment()
-	s.in = Input(DestHelpdesk, "terms-"+s.T().Name(), Ticket("terms", "Move the workshop booking"))
+	s.in = Input(lab.DestHelpdesk, "terms-"+s.T().Name(), lab.Ticket("terms", "Move the workshop booking"))
 	s.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.WorkflowID(workflows.Key(s.in.Operation))})
 	worker.Register(s.env, s.dest.Config, s.dest.Activities)
 }
@@ -50,7 +51,7 @@ func (s *TermsSuite) TearDownTest() {
 
 // terms are what a first attempt at helpdesk reports, as the real activity does.
 func (s *TermsSuite) terms() *activities.Terms {
-	c := s.dest.Config.Destinations[DestHelpdesk].Contract
+	c := s.dest.Config.Destinations[lab.DestHelpdesk].Contract
 	return &activities.Terms{Contract: &c}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/abde64c9/courier/activities/httpdest"
 	"github.com/abde64c9/courier/activities/probe"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/testsuite"
 )
 
@@ -49,14 +50,14 @@ func effects(t *testing.T, e *testsuite.Env, dest, businessID string) int {
 
 func TestHonoursKeys(t *testing.T) {
 	e := env(t)
-	r := probeDest(t, e, testsuite.DestHelpdesk)
+	r := probeDest(t, e, lab.DestHelpdesk)
 	require.Equal(t, probe.Passed, r.Verdict, r.Finding)
 	require.Contains(t, r.Finding, "replays")
 	require.Len(t, r.Steps, 2)
 	require.Equal(t, contract.ClassCreated, r.Steps[0].Class)
 	require.Equal(t, contract.ClassReplayed, r.Steps[1].Class)
 	require.Equal(t, r.Steps[0].ResourceID, r.Steps[1].ResourceID)
-	require.Equal(t, 1, effects(t, e, testsuite.DestHelpdesk, r.BusinessID))
+	require.Equal(t, 1, effects(t, e, lab.DestHelpdesk, r.BusinessID))
 	require.Equal(t, []string{r.Steps[0].ResourceID}, r.Effects)
 }
 
@@ -64,60 +65,60 @@ func TestHonoursKeys(t *testing.T) {
 // dedup key, accepts the header and ignores it.
 func TestIgnoresKeys(t *testing.T) {
 	e := env(t)
-	r := probeDest(t, e, testsuite.DestIgnoring)
+	r := probeDest(t, e, lab.DestIgnoring)
 	require.Equal(t, probe.Violation, r.Verdict)
 	require.Contains(t, r.Finding, "CONTRACT VIOLATION: the destination ignores the key")
 	require.Contains(t, r.Finding, "Declare dedup none")
 	require.Len(t, r.Effects, 2)
-	require.Equal(t, 2, effects(t, e, testsuite.DestIgnoring, r.BusinessID))
+	require.Equal(t, 2, effects(t, e, lab.DestIgnoring, r.BusinessID))
 }
 
 func TestUniqueCommit(t *testing.T) {
 	e := env(t)
-	r := probeDest(t, e, testsuite.DestLedger)
+	r := probeDest(t, e, lab.DestLedger)
 	require.Equal(t, probe.Passed, r.Verdict, r.Finding)
 	require.Contains(t, r.Checked, "UNIQUE key")
-	require.Equal(t, 1, effects(t, e, testsuite.DestLedger, r.BusinessID))
+	require.Equal(t, 1, effects(t, e, lab.DestLedger, r.BusinessID))
 }
 
 func TestLookup(t *testing.T) {
 	e := env(t)
-	r := probeDest(t, e, testsuite.DestCRM)
+	r := probeDest(t, e, lab.DestCRM)
 	require.Equal(t, probe.Passed, r.Verdict, r.Finding)
 	require.Len(t, r.Steps, 3, "lookup, send, lookup")
 	require.False(t, *r.Steps[0].Found)
 	require.True(t, *r.Steps[2].Found)
 	require.Equal(t, r.Steps[1].ResourceID, r.Steps[2].ResourceID)
-	require.Equal(t, 1, effects(t, e, testsuite.DestCRM, r.BusinessID))
+	require.Equal(t, 1, effects(t, e, lab.DestCRM, r.BusinessID))
 }
 
 // TestLookupNotByKey: a lookup_url that does not filter by the key never
 // finds the effect, so a lost response would be followed by a second send.
 func TestLookupNotByKey(t *testing.T) {
 	e := env(t)
-	d := e.Config.Destinations[testsuite.DestCRM]
+	d := e.Config.Destinations[lab.DestCRM]
 	d.LookupURL = e.SandboxURL + "/crm/tickets?key=some-fixed-value"
-	ad, err := httpdest.New(testsuite.DestCRM, d)
+	ad, err := httpdest.New(lab.DestCRM, d)
 	require.NoError(t, err)
-	r := run(t, e, testsuite.DestCRM, d, ad, probe.Options{})
+	r := run(t, e, lab.DestCRM, d, ad, probe.Options{})
 	require.Equal(t, probe.Violation, r.Verdict)
 	require.Contains(t, r.Finding, "the lookup does not find the effect just created")
 }
 
 func TestNone(t *testing.T) {
 	e := env(t)
-	r := probeDest(t, e, testsuite.DestLegacy)
+	r := probeDest(t, e, lab.DestLegacy)
 	require.Equal(t, probe.Passed, r.Verdict, r.Finding)
 	require.Len(t, r.Steps, 1, "a destination without dedup is sent the probe once")
 	require.Contains(t, r.Checked, "not sent twice")
-	require.Equal(t, 1, effects(t, e, testsuite.DestLegacy, r.BusinessID))
+	require.Equal(t, 1, effects(t, e, lab.DestLegacy, r.BusinessID))
 }
 
 func TestRejectsProbePayload(t *testing.T) {
 	e := env(t)
 	// The sandbox requires a subject.
-	r := run(t, e, testsuite.DestHelpdesk, e.Config.Destinations[testsuite.DestHelpdesk],
-		e.Adapters.ByName[testsuite.DestHelpdesk], probe.Options{Payload: json.RawMessage(`{"title": "no subject"}`)})
+	r := run(t, e, lab.DestHelpdesk, e.Config.Destinations[lab.DestHelpdesk],
+		e.Adapters.ByName[lab.DestHelpdesk], probe.Options{Payload: json.RawMessage(`{"title": "no subject"}`)})
 	require.Equal(t, probe.Rejected, r.Verdict)
 	require.Contains(t, r.Finding, "refused the probe payload (HTTP 422")
 	require.Contains(t, r.Finding, "--payload")
@@ -129,11 +130,11 @@ func TestRejectsProbePayload(t *testing.T) {
 // (here status 201) would make every delivery look like a duplicate.
 func TestMarkerMatchesNew(t *testing.T) {
 	e := env(t)
-	d := e.Config.Destinations[testsuite.DestHelpdesk]
+	d := e.Config.Destinations[lab.DestHelpdesk]
 	d.Contract.ReplayMarker = &contract.ReplayMarker{Status: 201}
-	ad, err := httpdest.New(testsuite.DestHelpdesk, d)
+	ad, err := httpdest.New(lab.DestHelpdesk, d)
 	require.NoError(t, err)
-	r := run(t, e, testsuite.DestHelpdesk, d, ad, probe.Options{})
+	r := run(t, e, lab.DestHelpdesk, d, ad, probe.Options{})
 	require.Equal(t, probe.Violation, r.Verdict)
 	require.Contains(t, r.Finding, "replay_marker status 201 also matches new effects")
 }
@@ -141,11 +142,11 @@ func TestMarkerMatchesNew(t *testing.T) {
 // TestNoMarker: replays without a declared marker pass, with a warning.
 func TestNoMarker(t *testing.T) {
 	e := env(t)
-	d := e.Config.Destinations[testsuite.DestHelpdesk]
+	d := e.Config.Destinations[lab.DestHelpdesk]
 	d.Contract.ReplayMarker = nil
-	ad, err := httpdest.New(testsuite.DestHelpdesk, d)
+	ad, err := httpdest.New(lab.DestHelpdesk, d)
 	require.NoError(t, err)
-	r := run(t, e, testsuite.DestHelpdesk, d, ad, probe.Options{})
+	r := run(t, e, lab.DestHelpdesk, d, ad, probe.Options{})
 	require.Equal(t, probe.Passed, r.Verdict, r.Finding)
 	require.Len(t, r.Warnings, 1)
 	require.Contains(t, r.Warnings[0], "set replay_marker")
@@ -153,18 +154,18 @@ func TestNoMarker(t *testing.T) {
 
 func TestUnreachable(t *testing.T) {
 	e := env(t)
-	d := e.Config.Destinations[testsuite.DestHelpdesk]
+	d := e.Config.Destinations[lab.DestHelpdesk]
 	d.URL = "http://127.0.0.1:1/helpdesk/tickets"
-	ad, err := httpdest.New(testsuite.DestHelpdesk, d)
+	ad, err := httpdest.New(lab.DestHelpdesk, d)
 	require.NoError(t, err)
-	r := run(t, e, testsuite.DestHelpdesk, d, ad, probe.Options{})
+	r := run(t, e, lab.DestHelpdesk, d, ad, probe.Options{})
 	require.Equal(t, probe.Inconclusive, r.Verdict)
 	require.Contains(t, r.Finding, "not_sent")
 }
 
 func TestBusinessIDUniquePerRun(t *testing.T) {
 	e := env(t)
-	a, b := probeDest(t, e, testsuite.DestHelpdesk), probeDest(t, e, testsuite.DestHelpdesk)
+	a, b := probeDest(t, e, lab.DestHelpdesk), probeDest(t, e, lab.DestHelpdesk)
 	require.NotEqual(t, a.BusinessID, b.BusinessID)
 	require.NotEqual(t, a.Key, b.Key)
 	var p map[string]any

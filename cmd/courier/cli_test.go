@@ -25,6 +25,7 @@ import (
 	"github.com/abde64c9/courier/activities/probe"
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/devserver"
+	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/testsuite"
@@ -111,7 +112,7 @@ func (c *cli) parkedAt(key string) time.Time {
 	return at
 }
 
-func ticket(id, subject string) string { return string(testsuite.Ticket(id, subject)) }
+func ticket(id, subject string) string { return string(lab.Ticket(id, subject)) }
 
 func (c *cli) effects(dest, id string) int {
 	c.t.Helper()

@@ -9,18 +9,11 @@ import (
 	"log/slog"
 	"os"
 
-	"go.temporal.io/sdk/client"
-
 	"github.com/abde64c9/courier/devserver"
 	"github.com/abde64c9/courier/testsuite"
 )
 
 func runFaultlab(ctx context.Context, args []string) error {
-	// The real mode runs this program again as its crashing worker and its
-	// second client process.
-	if testsuite.RealProcessRole() != "" {
-		return testsuite.RealProcessMain(ctx)
-	}
 	fs := flag.NewFlagSet("faultlab", flag.ExitOnError)
 	mode := fs.String("mode", "testenv", "testenv (Temporal test environment) or real (a real Temporal server, real processes:\n"+
 		"a dev server of its own, or the one at TEMPORAL_ADDRESS, whose namespace must have no other\n"+
@@ -58,18 +51,12 @@ func faultlabReal(ctx context.Context) (testsuite.LabReport, error) {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	exe, err := os.Executable()
 	if err != nil {
-		return testsuite.LabReport{}, fmt.Errorf("find this program, to run its helper processes: %w", err)
+		return testsuite.LabReport{}, fmt.Errorf("find this program, to run its worker and client processes: %w", err)
 	}
-	o := testsuite.RealOptions{Process: []string{exe, "faultlab"}, Logger: logger, Log: os.Stderr}
-	if addr := os.Getenv("TEMPORAL_ADDRESS"); addr != "" {
-		var c client.Client
-		if c, err = dial(ctx, logger); err != nil {
+	if os.Getenv("TEMPORAL_ADDRESS") == "" {
+		if _, err := devserver.Ensure(ctx, os.Stderr); err != nil {
 			return testsuite.LabReport{}, err
 		}
-		defer c.Close()
-		o.Client, o.Address = c, addr
-	} else if _, err := devserver.Ensure(ctx, os.Stderr); err != nil {
-		return testsuite.LabReport{}, err
 	}
-	return testsuite.RunReal(ctx, o)
+	return testsuite.RunReal(ctx, testsuite.RealOptions{Courier: exe, Logger: logger, Log: os.Stderr})
 }

@@ -33,10 +33,10 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/abde64c9/courier/devserver"
+	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/testsuite"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -44,13 +44,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	// The real cases run this program again as their crashing worker and
-	// their second client process.
-	run := record
-	if testsuite.RealProcessRole() != "" {
-		run = func(ctx context.Context) error { return testsuite.RealProcessMain(ctx) }
-	}
-	if err := run(ctx); err != nil {
+	if err := record(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "record:", err)
 		os.Exit(1)
 	}
@@ -72,27 +66,25 @@ func record(ctx context.Context) error {
 		return err
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	exe, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	srv, err := devserver.Start(ctx, devserver.Options{Log: os.Stderr,
-		ClientOptions: client.Options{Logger: sdklog.NewStructuredLogger(logger)}})
-	if err != nil {
-		return err
-	}
-	defer func() { _ = srv.Stop() }()
-	defer srv.Client().Close()
 	dir, err := os.MkdirTemp("", "courier-record-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
+	// The process cases run `courier worker` and `courier deliver`.
+	courier, err := lab.BuildCourier(dir)
+	if err != nil {
+		return err
+	}
+	tmp, err := lab.StartTemporal(ctx, lab.TemporalOptions{Log: os.Stderr, Logger: logger})
+	if err != nil {
+		return err
+	}
+	defer tmp.Close()
 
-	c := srv.Client()
-	lab := &testsuite.RealLab{
-		Client: c, HostPort: srv.FrontendHostPort(), Namespace: "default",
-		Process: []string{exe}, Dir: dir, Log: os.Stderr,
+	c := tmp.Client()
+	rl := &testsuite.RealLab{
+		Temporal: tmp, Courier: courier, Dir: dir, Log: os.Stderr,
 		// A fixed run id keeps workflow IDs stable across regenerations; the
 		// server is fresh, so nothing earlier can be joined.
 		RunID: "rec",
@@ -104,7 +96,7 @@ func record(ctx context.Context) error {
 	var index []testsuite.RecordedCase
 	files := map[string][]byte{}
 	for _, cs := range testsuite.RealCases() {
-		rep, err := lab.Execute(ctx, cs)
+		rep, err := rl.Execute(ctx, cs)
 		if err != nil {
 			return fmt.Errorf("case %q: %w", cs.Name, err)
 		}
