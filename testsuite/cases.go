@@ -356,8 +356,7 @@ func Cases() []Case {
 			Want: Want{Effects: 2, Outcome: OutcomeSuccess,
 				Courier: &Want{Effects: 1, Outcome: statusDuplicate}},
 			Run: func(ctx context.Context, r *Run) error {
-				id := r.ID("lost-ack")
-				in := Input(lab.DestLedger, id, lab.Ticket(id, "ledger row"))
+				in := r.ledgerRow("lost-ack")
 				n, err := blindRetryWithoutKey(ctx, r.Env.LedgerPath, workflows.Key(in.Operation), in.Payload)
 				if err != nil {
 					return err
@@ -444,26 +443,21 @@ func reviewCase(ctx context.Context, r *Run) error {
 }
 
 func (r *Run) ledgerOnce(ctx context.Context, base string) error {
-	id := r.ID(base)
-	in := Input(lab.DestLedger, id, lab.Ticket(id, "ledger row"))
+	in := r.ledgerRow(base)
 	if _, err := r.deliver(ctx, in, nil); err != nil {
 		return err
 	}
-	return r.effects(lab.DestLedger, id)
+	return r.effects(lab.DestLedger, in.BusinessID)
 }
 
 // ledgerTwice sends the same operation twice, the second time with the same
 // or another payload; the report's outcome is the second answer.
 func (r *Run) ledgerTwice(ctx context.Context, base string, changePayload bool) error {
-	id := r.ID(base)
-	in := Input(lab.DestLedger, id, lab.Ticket(id, "ledger row"))
-	first, err := r.deliver(ctx, in, nil)
+	in, first, err := r.firstLedgerRow(ctx, base)
 	if err != nil {
 		return err
 	}
-	if first.Result.Status != workflows.StatusCreated {
-		return fmt.Errorf("first request: got %s, want created", first.Result.Status)
-	}
+	id := in.BusinessID
 	if changePayload {
 		in.Payload = lab.Ticket(id, "another ledger row")
 	}
@@ -474,6 +468,22 @@ func (r *Run) ledgerTwice(ctx context.Context, base string, changePayload bool) 
 	r.Report.Extra = map[string]any{"first": first.Result.Status, "second": second.Result.Status,
 		"first_receipt": first.Result.Receipt, "second_receipt": second.Result.Receipt}
 	return r.effects(lab.DestLedger, id)
+}
+
+// ledgerRow is a delivery of a new ledger row for base.
+func (r *Run) ledgerRow(base string) workflows.DeliveryInput {
+	id := r.ID(base)
+	return Input(lab.DestLedger, id, lab.Ticket(id, "ledger row"))
+}
+
+// firstLedgerRow delivers a new ledger row for base, which must be created.
+func (r *Run) firstLedgerRow(ctx context.Context, base string) (workflows.DeliveryInput, Outcome, error) {
+	in := r.ledgerRow(base)
+	first, err := r.deliver(ctx, in, nil)
+	if err == nil && first.Result.Status != workflows.StatusCreated {
+		err = fmt.Errorf("first request: got %s, want created", first.Result.Status)
+	}
+	return in, first, err
 }
 
 // demoTimeout bounds a demonstration client's requests.

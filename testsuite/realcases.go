@@ -58,8 +58,7 @@ func concurrentRequests(ctx context.Context, r *Run) error {
 	if err != nil {
 		return err
 	}
-	id := r.ID("concurrent")
-	in := Input(lab.DestLedger, id, lab.Ticket(id, "ledger row"))
+	in := r.ledgerRow("concurrent")
 	sts := make([]workflows.DeliveryStatus, concurrency)
 	errs := make([]error, concurrency)
 	gate := make(chan struct{})
@@ -102,7 +101,7 @@ func concurrentRequests(ctx context.Context, r *Run) error {
 			break
 		}
 	}
-	return r.effects(lab.DestLedger, id)
+	return r.effects(lab.DestLedger, in.BusinessID)
 }
 
 // crashThenNewProcess: a `courier worker` process commits the ledger row
@@ -119,8 +118,8 @@ func crashThenNewProcess(ctx context.Context, r *Run) error {
 	if err != nil {
 		return err
 	}
-	id := r.ID("lost-response")
-	in := Input(lab.DestLedger, id, lab.Ticket(id, "ledger row"))
+	in := r.ledgerRow("lost-response")
+	id := in.BusinessID
 	cfg := caseDir(r.Env, lab.DestinationsFile)
 	if err := lab.WriteDestinations(cfg, r.Env.Config); err != nil {
 		return err
@@ -233,14 +232,9 @@ func newProcessExistingRequest(ctx context.Context, r *Run) error {
 	if err != nil {
 		return err
 	}
-	id := r.ID("restart")
-	in := Input(lab.DestLedger, id, lab.Ticket(id, "ledger row"))
-	first, err := r.deliver(ctx, in, nil)
+	in, first, err := r.firstLedgerRow(ctx, "restart")
 	if err != nil {
 		return err
-	}
-	if first.Result.Status != workflows.StatusCreated {
-		return fmt.Errorf("first request: got %s, want created", first.Result.Status)
 	}
 	pctx, cancel := context.WithTimeout(ctx, processTimeout)
 	defer cancel()
@@ -262,7 +256,7 @@ func newProcessExistingRequest(ctx context.Context, r *Run) error {
 		r.Report.Failures = append(r.Report.Failures, fmt.Sprintf("second receipt %q is not the original %q",
 			resource(second.DeliveryResult), resource(first.Result)))
 	}
-	return r.effects(lab.DestLedger, id)
+	return r.effects(lab.DestLedger, in.BusinessID)
 }
 
 // seedResult is a result in the sqlite seed's shape: status, key, result.
