@@ -132,8 +132,8 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		s.metrics = ln.Addr().String() // a port 0 made definite for the worker
 		ln.Close()
 	}
-	// The lab creates the state folder first: nothing exists yet if the
-	// sandbox's address is taken.
+	// The lab listens on it, but only after making the state folder: a
+	// taken address is reported before anything exists.
 	ln, err := net.Listen("tcp", o.SandboxAddr)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: cannot listen on %s: %w (free it, or pick another address with --sandbox)", o.SandboxAddr, err)
