@@ -43,7 +43,7 @@ func (s *Stack) DeliveriesURL() string {
 func (s *Stack) Banner() string {
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
-	cfg, _ := Destinations(s.sandboxURL, s.o.Dir)
+	cfg := s.lab.Config
 
 	p("")
 	p("Courier dev is running. State: %s (kept across runs). Ctrl-C stops everything.", s.o.Dir)
@@ -53,7 +53,7 @@ func (s *Stack) Banner() string {
 	p("  Retention        %d days: a repeated request joins its delivery for that long", int(Retention.Hours()/24))
 	p("  Deliveries       %s", s.DeliveriesURL())
 	p("  Awaiting review  %s", s.AwaitingReviewURL())
-	p("  Sandbox          %s (what it stored: GET /admin/records?destination=NAME)", s.sandboxURL)
+	p("  Sandbox          %s (what it stored: GET /admin/records?destination=NAME)", s.SandboxURL())
 	if m := s.MetricsURL(); m != "" {
 		p("  Worker metrics   %s", m)
 	}
@@ -82,15 +82,15 @@ func (s *Stack) Banner() string {
 	p("")
 	p("  # 2. The sandbox drops the next legacy response right after committing the ticket:")
 	p("  #    an unknown outcome, which a destination without dedup cannot retry safely")
-	p("  curl -s -X POST %s/admin/faults -d '{\"destination\": \"legacy\", \"fault\": \"close_after_commit\"}'", s.sandboxURL)
+	p("  curl -s -X POST %s/admin/faults -d '{\"destination\": \"legacy\", \"fault\": \"close_after_commit\"}'", s.SandboxURL())
 	p("  %s", deliver(unk, "Call the customer back"))
 	p("")
 	p("  # 3. It waits for a person: here, and in the web UI (Awaiting review, above)")
 	p("  %s list --state %s", c, workflows.StateAwaitingReview)
-	p("  curl -s '%s/admin/records?destination=legacy'   # the ticket is there: note its id", s.sandboxURL)
+	p("  curl -s '%s/admin/records?destination=legacy'   # the ticket is there: note its id", s.SandboxURL())
 	p("  %s review %s --decision delivered --reviewer you --resource-id ticket-N --note 'found in legacy'",
 		c, workflows.Key(unk))
-	if s.sandboxURL == "http://"+config.DevSandboxAddr {
+	if s.SandboxURL() == "http://"+config.DevSandboxAddr {
 		p("")
 		p("  # 4. Does a destination do what its contract says? (from the Courier checkout)")
 		p("  %s probe ignoring --destinations config/destinations.dev.json", c)

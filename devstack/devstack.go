@@ -1,9 +1,9 @@
-// Package devstack runs Courier on one machine without Docker: the pinned
-// Temporal dev server (SQLite file, Courier's search attributes, deliveries
-// kept for 30 days), the web UI server (without start and reset),
-// the sandbox destinations and a worker over the sample destinations file,
-// all keeping their state in one folder so the next run finds it again.
-// It is what `courier dev` runs.
+// Package devstack runs Courier on one machine without Docker: the lab
+// stack (the pinned Temporal dev server in a SQLite file, the sandbox
+// destinations, a `courier worker` process over the sample destinations
+// file) with deliveries kept for 30 days and the web UI server (without
+// start and reset), all keeping their state in one folder so the next run
+// finds it again. It is what `courier dev` runs.
 package devstack
 
 import (
@@ -13,7 +13,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -23,15 +22,13 @@ import (
 	namespacepb "go.temporal.io/api/namespace/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
-	"go.temporal.io/sdk/testsuite"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/abde64c9/courier/config"
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/devserver"
+	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/sandbox"
-	"github.com/abde64c9/courier/worker"
 )
 
 // Defaults of `courier dev`. Fixed ports keep the web UI address stable.
@@ -49,9 +46,9 @@ const (
 
 // Files under the state folder.
 const (
-	TemporalDB  = "temporal.db"
+	TemporalDB  = lab.TemporalDB
 	TemporalLog = "temporal.log"
-	SandboxDB   = "sandbox.db"
+	SandboxDB   = lab.SandboxDB
 )
 
 // Options of a dev stack.
@@ -65,8 +62,13 @@ type Options struct {
 	SandboxAddr string
 	// MetricsAddr serves the worker's Prometheus metrics; empty: off.
 	MetricsAddr string
-	// Logger receives the worker's and the sandbox's logs; nil discards.
+	// Courier is the courier binary the worker process runs.
+	Courier string
+	// Logger receives the stack's client logs, and its level is the
+	// worker's; nil discards.
 	Logger *slog.Logger
+	// WorkerLog receives the worker process's log; nil discards.
+	WorkerLog io.Writer
 	// Progress receives what takes a while (building the Temporal CLI); nil
 	// discards.
 	Progress io.Writer
@@ -76,15 +78,12 @@ type Options struct {
 
 // Stack is a running dev stack.
 type Stack struct {
-	o          Options
-	server     *testsuite.DevServer
-	ui         *devserver.UI
-	serverLog  *os.File
-	sandbox    *sandbox.Server
-	sandboxWeb *http.Server
-	sandboxURL string
-	worker     *worker.Process
-	started    time.Time
+	o         Options
+	lab       *lab.Stack
+	ui        *devserver.UI
+	serverLog *os.File
+	metrics   string // the worker's metrics address; empty when off
+	started   time.Time
 }
 
 // Start brings the stack up: ports are checked first, so a taken one is
@@ -101,6 +100,9 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	}
 	if o.Command == "" {
 		o.Command = guessCommand()
+	}
+	if o.Courier == "" {
+		return nil, errors.New("devstack: no courier binary to run the worker")
 	}
 	for _, p := range []struct {
 		port int
@@ -119,6 +121,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if err := checkFree(o.UIPort, "--ui-port", "the Temporal web UI"); err != nil {
 		return nil, err
 	}
+	s := &Stack{o: o, started: time.Now()}
 	if o.MetricsAddr != "" {
 		// The worker listens on it last, after the server has started: fail
 		// before that instead.
@@ -126,57 +129,45 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("worker metrics: cannot listen on %s: %w (free it, pick another address with --metrics, or turn metrics off with --metrics '')", o.MetricsAddr, err)
 		}
+		s.metrics = ln.Addr().String() // a port 0 made definite for the worker
 		ln.Close()
 	}
+	// The lab listens on it, but only after making the state folder: a
+	// taken address is reported before anything exists.
+	ln, err := net.Listen("tcp", o.SandboxAddr)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: cannot listen on %s: %w (free it, or pick another address with --sandbox)", o.SandboxAddr, err)
+	}
+	ln.Close()
 
-	s := &Stack{o: o, started: time.Now()}
 	defer func() {
 		if err != nil {
 			_ = s.Stop()
 		}
 	}()
-	// The sandbox listens first: holding its port is the only sure check.
-	ln, err := net.Listen("tcp", o.SandboxAddr)
-	if err != nil {
-		return nil, fmt.Errorf("sandbox: cannot listen on %s: %w (free it, or pick another address with --sandbox)", o.SandboxAddr, err)
-	}
-	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("state folder: %w", err)
-	}
-	if s.sandbox, err = sandbox.Open(filepath.Join(o.Dir, SandboxDB), sandbox.DefaultModes()); err != nil {
-		ln.Close()
-		return nil, err
-	}
-	s.sandboxURL = "http://" + ln.Addr().String()
-	s.sandboxWeb = &http.Server{Handler: s.sandbox.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		if err := s.sandboxWeb.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			o.Logger.Error("sandbox: serve", "error", err)
-		}
-	}()
-	cfg, err := Destinations(s.sandboxURL, o.Dir)
-	if err != nil {
-		return nil, err
-	}
-
 	if _, err := devserver.Ensure(ctx, o.Progress); err != nil {
 		return nil, err
+	}
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("state folder: %w", err)
 	}
 	if s.serverLog, err = os.OpenFile(filepath.Join(o.Dir, TemporalLog), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
 		return nil, fmt.Errorf("server log: %w", err)
 	}
 	fmt.Fprintf(o.Progress, "starting the Temporal dev server on %s (log: %s)...\n", s.hostPort(), s.serverLog.Name())
-	if s.server, err = devserver.Start(ctx, devserver.Options{
-		DBFile:        filepath.Join(o.Dir, TemporalDB),
-		HostPort:      s.hostPort(),
-		Log:           s.serverLog,
-		ClientOptions: client.Options{Namespace: Namespace, Logger: sdklog.NewStructuredLogger(o.Logger)},
-	}); err != nil {
+	ls, err := lab.Start(ctx, lab.Options{
+		Dir:          o.Dir,
+		Persist:      true,
+		Temporal:     lab.TemporalOptions{HostPort: s.hostPort(), Log: s.serverLog, Logger: o.Logger},
+		SandboxAddr:  o.SandboxAddr,
+		Destinations: Destinations,
+	})
+	if err != nil { // lab.Start has stopped what it started
 		return nil, fmt.Errorf("%w (see %s)", err, s.serverLog.Name())
 	}
+	s.lab = ls
 
-	if err := keepDeliveries(ctx, s.server.Client()); err != nil {
+	if err := keepDeliveries(ctx, s.Client()); err != nil {
 		return nil, err
 	}
 	// The dev server's bundled UI takes no settings: this one does not offer
@@ -187,21 +178,29 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		return nil, fmt.Errorf("%w (see %s)", err, s.serverLog.Name())
 	}
 
-	// The worker shares the deliver and review commands' payload codec (from
-	// the environment), but never their server: it is this one.
-	env, err := worker.ClientOptions(o.Logger)
+	// The worker starts once the retention is set, which it logs. It reads
+	// the payload codec from the environment it inherits, as the deliver and
+	// review commands do; only its server is this one.
+	w, err := lab.StartWorker(ctx, lab.WorkerOptions{
+		Courier: o.Courier, Destinations: s.lab.ConfigPath, Temporal: s.lab.Temporal,
+		MetricsAddr: s.metrics, Args: []string{"--log-level", levelOf(o.Logger)}, Log: o.WorkerLog,
+	})
 	if err != nil {
 		return nil, err
 	}
-	if s.worker, err = worker.StartProcess(ctx, worker.ProcessOptions{
-		Config:      cfg,
-		Logger:      o.Logger,
-		Client:      &client.Options{HostPort: s.hostPort(), Namespace: Namespace, DataConverter: env.DataConverter},
-		MetricsAddr: o.MetricsAddr,
-	}); err != nil {
-		return nil, err
-	}
+	s.lab.Workers = append(s.lab.Workers, w)
 	return s, nil
+}
+
+// levelOf is the lowest level l logs, as `courier worker --log-level`
+// takes it.
+func levelOf(l *slog.Logger) string {
+	for _, lv := range []slog.Level{slog.LevelDebug, slog.LevelInfo, slog.LevelWarn} {
+		if l.Enabled(context.Background(), lv) {
+			return strings.ToLower(lv.String())
+		}
+	}
+	return "error"
 }
 
 // Destinations is the embedded sample destinations file, its URLs moved to
@@ -263,50 +262,34 @@ func checkFree(port int, flag, what string) error {
 func (s *Stack) hostPort() string { return net.JoinHostPort(host, strconv.Itoa(s.o.Port)) }
 
 // Client is a Temporal client of the stack's server.
-func (s *Stack) Client() client.Client { return s.worker.Client() }
+func (s *Stack) Client() client.Client { return s.lab.Temporal.Client() }
 
 // SandboxURL is the sandbox's base URL.
-func (s *Stack) SandboxURL() string { return s.sandboxURL }
+func (s *Stack) SandboxURL() string { return s.lab.Sandbox.URL }
 
 // Sandbox is the running sandbox, to inspect what it stored.
-func (s *Stack) Sandbox() *sandbox.Server { return s.sandbox }
+func (s *Stack) Sandbox() *sandbox.Server { return s.lab.Sandbox.Server }
 
 // UIURL is the web UI's address.
 func (s *Stack) UIURL() string { return fmt.Sprintf("http://%s:%d", host, s.o.UIPort) }
 
 // MetricsURL is the worker's metrics endpoint, empty when off.
 func (s *Stack) MetricsURL() string {
-	if a := s.worker.MetricsAddr(); a != "" {
-		return "http://" + a + "/metrics"
+	if s.metrics != "" {
+		return "http://" + s.metrics + "/metrics"
 	}
 	return ""
 }
 
-// Stop stops the worker (letting in-flight attempts finish), the sandbox
-// and the server, keeping every file for the next start.
+// Stop stops the web UI, the worker (letting in-flight attempts finish),
+// the server and the sandbox, keeping every file for the next start.
 func (s *Stack) Stop() error {
 	var errs []error
-	if s.worker != nil {
-		errs = append(errs, s.worker.Stop())
-	}
 	if s.ui != nil {
 		errs = append(errs, s.ui.Stop())
 	}
-	if s.sandboxWeb != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		errs = append(errs, s.sandboxWeb.Shutdown(ctx))
-	}
-	if s.sandbox != nil {
-		errs = append(errs, s.sandbox.Close())
-	}
-	if s.server != nil {
-		s.server.Client().Close()
-		// Ctrl-C in a terminal reaches the server too, which may have
-		// exited by now: that is a clean stop as well.
-		if err := s.server.Stop(); err != nil && !errors.Is(err, os.ErrProcessDone) {
-			errs = append(errs, fmt.Errorf("stop the Temporal dev server: %w", err))
-		}
+	if s.lab != nil {
+		errs = append(errs, s.lab.Close())
 	}
 	if s.serverLog != nil {
 		errs = append(errs, s.serverLog.Close())

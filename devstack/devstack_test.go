@@ -18,6 +18,7 @@ import (
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/devserver"
 	"github.com/abde64c9/courier/devstack"
+	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/workflows"
@@ -66,12 +67,15 @@ func TestStackKeepsDeliveriesAcrossRestarts(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
+	courier, err := lab.BuildCourier(t.TempDir())
+	require.NoError(t, err)
 	o := devstack.Options{
 		Dir:         filepath.Join(t.TempDir(), ".courier"),
 		Port:        freePort(t),
 		UIPort:      freePort(t),
 		SandboxAddr: "127.0.0.1:0",
 		MetricsAddr: "127.0.0.1:0",
+		Courier:     courier,
 		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Command:     "courier",
 	}
@@ -120,11 +124,18 @@ func TestStackKeepsDeliveriesAcrossRestarts(t *testing.T) {
 
 	require.NoError(t, s.Stop())
 	stopped = true
+	_, err = http.Get(s.MetricsURL())
+	require.Error(t, err, "the worker process is gone")
 
-	// Same folder and ports: the ports were released, the files kept.
+	// Same folder and ports: the ports were released, the files kept. With
+	// metrics off, the worker still starts (the lab waits on a /healthz of
+	// its choosing) and the banner leaves metrics out.
+	o.MetricsAddr = ""
 	s, err = devstack.Start(ctx, o)
 	require.NoError(t, err)
 	stopped = false
+	require.Empty(t, s.MetricsURL())
+	require.NotContains(t, s.Banner(), "metrics")
 	st = starter.New(s.Client())
 
 	again, err := st.Status(ctx, first.Key)

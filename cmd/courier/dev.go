@@ -40,6 +40,9 @@ flags:
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
-	o.Logger, o.Progress = logger, os.Stderr
+	if o.Courier, err = os.Executable(); err != nil {
+		return err
+	}
+	o.Logger, o.WorkerLog, o.Progress = logger, os.Stderr, os.Stderr
 	return devstack.Run(ctx, o, os.Stdout)
 }
