@@ -20,6 +20,7 @@ import (
 // courier is the courier binary the runs start as their worker, built once.
 var courier string
 
+// TestMain builds courier once for the package's runs.
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "courier-bench-test-")
 	if err == nil {

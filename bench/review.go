@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/workflows"
@@ -162,9 +163,17 @@ func (r *runner) injectHangUps(n int) error {
 }
 
 // effects counts the effects dest's store holds per business id, for the
-// ids asked about; ticket maps each to the id of its last one.
+// ids asked about; ticket maps each to the id of its last one. It reads
+// dest's store alone: the others hold the throughput phase's many effects,
+// and the parked phase looks while it is timed.
 func (r *runner) effects(ctx context.Context, dest string, ids map[string]bool) (counts map[string]int, ticket map[string]string, err error) {
-	all, err := r.st.Effects.All(ctx)
+	only := contract.Config{Destinations: map[string]contract.Destination{dest: r.st.Config.Destinations[dest]}}
+	e, err := lab.OpenEffects(r.st.Sandbox.Server, only)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer e.Close()
+	all, err := e.All(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("count effects at %s: %w", dest, err)
 	}
