@@ -27,8 +27,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	sdklog "go.temporal.io/sdk/log"
-
 	"github.com/abde64c9/courier/devserver"
 	"github.com/abde64c9/courier/starter"
 )
@@ -78,9 +76,8 @@ type Options struct {
 	// Smoke shrinks what has no other knob (history samples).
 	Smoke bool
 
-	// WorkerExe is the binary started as the worker subprocess (with
-	// EnvWorker set); empty is this process's own binary.
-	WorkerExe string
+	// Courier is the courier binary, run as the `courier worker`.
+	Courier string
 	// KeepDir keeps the temporary directory (databases) for inspection.
 	KeepDir bool
 	// Logger receives the SDK's warnings; Log the dev server's and the
@@ -124,7 +121,7 @@ func (o Options) withDefaults() Options {
 		o.KeyRuns = 5
 	}
 	if o.Logger == nil {
-		o.Logger = discardLogger()
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.Log == nil {
 		o.Log = io.Discard
@@ -225,8 +222,9 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		}
 	}
 	rep.Setup = Setup{
-		Server: "Temporal dev server (CLI " + devserver.CLIVersion + "), SQLite file", Worker: "subprocess",
-		CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), Phases: o.Phases,
+		Server: "Temporal dev server (CLI " + devserver.CLIVersion + "), SQLite file",
+		Worker: "`courier worker` subprocess; the bare workflow's worker in the bench process",
+		CPUs:   runtime.NumCPU(), GoVersion: runtime.Version(), Phases: o.Phases,
 	}
 	if o.has(PhaseThroughput) {
 		rep.Setup.Concurrency, rep.Setup.Rounds = o.Concurrency, o.Rounds
@@ -250,11 +248,11 @@ func Run(ctx context.Context, o Options) (Report, error) {
 			return rep, err
 		}
 		defer st.close()
-		if st.hostPort == "" {
+		if !st.Temporal.Own {
 			rep.Setup.Server = "TEMPORAL_ADDRESS " + os.Getenv("TEMPORAL_ADDRESS")
 		}
 		r := &runner{
-			opts: o, st: st, starter: starter.New(st.client),
+			opts: o, st: st, starter: st.Starter,
 			runID:   strconv.FormatInt(time.Now().Unix(), 36) + strconv.Itoa(rand.IntN(1000)),
 			payload: ticketPayload,
 		}
@@ -299,5 +297,3 @@ func (r *runner) run(ctx context.Context, rep *Report) error {
 	}
 	return ctx.Err()
 }
-
-func sdkLogger(l *slog.Logger) sdklog.Logger { return sdklog.NewStructuredLogger(l) }

@@ -7,31 +7,32 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/abde64c9/courier/devserver"
+	"github.com/abde64c9/courier/internal/lab"
 )
 
-// TestMain makes the test binary the benchmark's worker subprocess when it
-// is started as one.
+// courier is the courier binary the runs start as their worker, built once.
+var courier string
+
+// TestMain builds courier once for the package's runs.
 func TestMain(m *testing.M) {
-	if IsWorkerProcess() {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		err := ServeWorker(ctx)
-		stop()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		os.Exit(0)
+	dir, err := os.MkdirTemp("", "courier-bench-test-")
+	if err == nil {
+		courier, err = lab.BuildCourier(dir)
 	}
-	os.Exit(m.Run())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 // TestSmoke runs every phase for a few seconds and checks the figures are
@@ -45,6 +46,7 @@ func TestSmoke(t *testing.T) {
 
 	var progress bytes.Buffer
 	o := Smoke(Options{
+		Courier:  courier,
 		Logger:   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Progress: &progress,
 	})

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sync"
@@ -13,6 +12,8 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -97,18 +98,18 @@ func (r *runner) storm(ctx context.Context) (StormResult, error) {
 	if events, err := r.events(ctx, workflows.WorkflowID(workflows.Key(in.Operation))); err == nil && len(events) > 0 {
 		res.ClosedMs = ms(events[len(events)-1].GetEventTime().AsTime().Sub(start))
 	}
-	n, err := r.effects(sandboxPath(DestKey), map[string]bool{in.BusinessID: true})
+	n, err := r.st.Effects.Count(ctx, DestKey, in.BusinessID)
 	if err != nil {
-		return res, err
+		return res, fmt.Errorf("count effects at %s: %w", DestKey, err)
 	}
-	res.Effects = n[in.BusinessID]
+	res.Effects = n
 
 	o.progress("duplicate storm: %d callers start one bare workflow at once", o.Storm)
 	bareIn := r.input(DestKey, SideBare, r.seq.Add(1))
 	id := bareID(r.runID, r.seq.Add(1))
 	var bareErrs errorList
 	answers, _ = stampede(ctx, o.Storm, func(ctx context.Context) {
-		run, err := r.st.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: BareTaskQueue},
+		run, err := r.st.client().ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: BareTaskQueue},
 			BareWorkflowType, bareIn)
 		if err == nil {
 			var out string
@@ -154,37 +155,35 @@ func stampede(ctx context.Context, n int, call func(ctx context.Context)) ([]tim
 	return answers, start
 }
 
-// sandboxPath is the sandbox destination behind a bench destination.
-func sandboxPath(dest string) string {
-	switch dest {
-	case DestKey:
-		return "helpdesk"
-	case DestNone:
-		return "legacy"
+// injectHangUps stages n hang-ups after commit at the none destination's
+// sandbox service.
+func (r *runner) injectHangUps(n int) error {
+	svc := lab.SandboxService(r.st.Config.Destinations[DestNone])
+	return r.st.Sandbox.Inject(svc, sandbox.Fault{Kind: sandbox.FaultCloseAfterCommit, Count: n})
+}
+
+// effects counts the effects dest's store holds per business id, for the
+// ids asked about; ticket maps each to the id of its last one. It reads
+// dest's store alone: the others hold the throughput phase's many effects,
+// and the parked phase looks while it is timed.
+func (r *runner) effects(ctx context.Context, dest string, ids map[string]bool) (counts map[string]int, ticket map[string]string, err error) {
+	only := contract.Config{Destinations: map[string]contract.Destination{dest: r.st.Config.Destinations[dest]}}
+	e, err := lab.OpenEffects(r.st.Sandbox.Server, only)
+	if err != nil {
+		return nil, nil, err
 	}
-	return dest
-}
-
-// effects counts the sandbox destination's tickets per business id, for the
-// ids asked about; ticketIDs maps each to its last ticket.
-func (r *runner) effects(dest string, ids map[string]bool) (map[string]int, error) {
-	n, _, err := r.tickets(dest, ids)
-	return n, err
-}
-
-func (r *runner) tickets(dest string, ids map[string]bool) (map[string]int, map[string]string, error) {
-	recs, err := r.st.sandbox.Records(dest)
+	defer e.Close()
+	all, err := e.All(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("count effects at %s: %w", dest, err)
 	}
-	counts, ticket := map[string]int{}, map[string]string{}
-	for _, rec := range recs {
-		var p struct {
-			RequestID string `json:"request_id"`
-		}
-		if json.Unmarshal(rec.Payload, &p) == nil && ids[p.RequestID] {
-			counts[p.RequestID]++
-			ticket[p.RequestID] = rec.TicketID
+	counts, ticket = map[string]int{}, map[string]string{}
+	for id := range ids {
+		for _, e := range all[id] {
+			if e.Dest == dest {
+				counts[id]++
+				ticket[id] = e.ID
+			}
 		}
 	}
 	return counts, ticket, nil
@@ -239,7 +238,7 @@ const parkAnswerSamples = 20
 func (r *runner) answerAfterPark(ctx context.Context, res *ParkedResult) error {
 	var lat []time.Duration
 	for i := range parkAnswerSamples {
-		if err := r.st.sandbox.Inject(sandboxPath(DestNone), sandbox.Fault{Kind: sandbox.FaultCloseAfterCommit, Count: 1}); err != nil {
+		if err := r.injectHangUps(1); err != nil {
 			return err
 		}
 		in := r.input(DestNone, "park-answer", int64(i))
@@ -309,7 +308,7 @@ func (r *runner) review(ctx context.Context, key string, d workflows.ReviewDecis
 	if byUpdate {
 		_, err = r.starter.Review(ctx, key, d)
 	} else {
-		err = r.st.client.SignalWorkflow(ctx, workflows.WorkflowID(key), "", workflows.SignalReview, d)
+		err = r.st.client().SignalWorkflow(ctx, workflows.WorkflowID(key), "", workflows.SignalReview, d)
 	}
 	if err != nil {
 		return fmt.Errorf("review %s: %w", key, err)
@@ -329,17 +328,17 @@ func (r *runner) parked(ctx context.Context) (ParkedResult, error) {
 		return res, err
 	}
 	time.Sleep(2 * time.Second) // let the worker settle before the idle figure
-	idle, err := readProc(r.st.worker.pid())
+	idle, err := lab.ReadProc(r.st.worker().PID())
 	if err != nil {
 		return res, fmt.Errorf("worker memory: %w", err)
 	}
-	res.WorkerRSSIdleMB = mb(idle.rss)
+	res.WorkerRSSIdleMB = mb(idle.RSS)
 	o.progress("parked reviews: %d callers timed from their delivery's park to their answer", parkAnswerSamples)
 	if err := r.answerAfterPark(ctx, &res); err != nil {
 		return res, err
 	}
 
-	if err := r.st.sandbox.Inject(sandboxPath(DestNone), sandbox.Fault{Kind: sandbox.FaultCloseAfterCommit, Count: n}); err != nil {
+	if err := r.injectHangUps(n); err != nil {
 		return res, err
 	}
 	operation := "bench-park-" + r.runID
@@ -361,7 +360,7 @@ func (r *runner) parked(ctx context.Context) (ParkedResult, error) {
 	query := fmt.Sprintf("%s = %q AND %s = %q", workflows.SAOperation.GetName(), operation,
 		workflows.SAState.GetName(), workflows.StateAwaitingReview)
 	count := func() (int, error) {
-		resp, err := r.st.client.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Query: query})
+		resp, err := r.st.client().CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Query: query})
 		if err != nil {
 			return 0, fmt.Errorf("count parked deliveries: %w", err)
 		}
@@ -398,15 +397,15 @@ func (r *runner) parked(ctx context.Context) (ParkedResult, error) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	res.ParkSeconds = time.Since(start).Seconds()
-	parked, err := readProc(r.st.worker.pid())
+	parked, err := lab.ReadProc(r.st.worker().PID())
 	if err != nil {
 		return res, fmt.Errorf("worker memory: %w", err)
 	}
-	res.WorkerRSSParkedMB, res.WorkerRSSPeakMB = mb(parked.rss), mb(parked.hwm)
+	res.WorkerRSSParkedMB, res.WorkerRSSPeakMB = mb(parked.RSS), mb(parked.HWM)
 	o.progress("parked reviews: %d/%d parked in %.1fs; worker RSS %.0f MB (peak %.0f MB)",
 		res.Parked, n, res.ParkSeconds, res.WorkerRSSParkedMB, res.WorkerRSSPeakMB)
 
-	_, ticket, err := r.tickets(sandboxPath(DestNone), ids)
+	_, ticket, err := r.effects(ctx, DestNone, ids)
 	if err != nil {
 		return res, err
 	}
@@ -452,7 +451,7 @@ func (r *runner) parked(ctx context.Context) (ParkedResult, error) {
 				return
 			case "": // parked again after the retry: look again
 				attempts = len(st.Attempts)
-				_, again, err := r.tickets(sandboxPath(DestNone), map[string]bool{in.BusinessID: true})
+				_, again, err := r.effects(ctx, DestNone, map[string]bool{in.BusinessID: true})
 				if err != nil {
 					errs.add(err)
 					return
@@ -469,7 +468,7 @@ func (r *runner) parked(ctx context.Context) (ParkedResult, error) {
 	res.Resolved = int(resolved.Load())
 	res.Lost = n - res.Resolved
 
-	counts, err := r.effects(sandboxPath(DestNone), ids)
+	counts, _, err := r.effects(ctx, DestNone, ids)
 	if err != nil {
 		return res, err
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"slices"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -57,7 +59,7 @@ var bareIDSpace = uuid.MustParse("5b1f6a3e-9d1c-4e0a-8a57-0c3b8f9a2d41")
 // bare runs the ceiling workflow and waits for its result.
 func (r *runner) bare(ctx context.Context, seq int64) error {
 	in := r.input(DestKey, SideBare, seq)
-	run, err := r.st.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+	run, err := r.st.client().ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID: bareID(r.runID, seq), TaskQueue: BareTaskQueue,
 	}, BareWorkflowType, in)
 	if err != nil {
@@ -91,7 +93,7 @@ var directClient = &http.Client{
 // direct POSTs the ticket to the key destination's sandbox service.
 func (r *runner) direct(ctx context.Context, seq int64) error {
 	in := r.input(DestKey, SideDirect, seq)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.st.sandboxURL+"/helpdesk/tickets", bytes.NewReader(in.Payload))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.st.Config.Destinations[DestKey].URL, bytes.NewReader(in.Payload))
 	if err != nil {
 		return err
 	}
@@ -141,10 +143,10 @@ func (r *runner) deliveryID(dest, side string) func(seq int64) string {
 
 // cpu is the CPU time so far of the server, the worker and this process.
 func (r *runner) cpu() cpuSplit {
-	srv, _ := readProc(r.st.serverPID)
-	w, _ := readProc(r.st.worker.pid())
-	self, _ := readProc(selfPID)
-	return cpuSplit{srv.cpu, w.cpu, self.cpu}
+	srv, _ := lab.ReadProc(r.st.serverPID)
+	w, _ := lab.ReadProc(r.st.worker().PID())
+	self, _ := lab.ReadProc(os.Getpid())
+	return cpuSplit{srv.CPU, w.CPU, self.CPU}
 }
 
 func (c cpuSplit) since(before cpuSplit) cpuSplit {
@@ -327,11 +329,12 @@ const metricsSettle = 2 * time.Second
 // serverCounters reads the server's persistence counters once the work so
 // far shows in them; nil when the server is not the benchmark's own.
 func (r *runner) serverCounters(ctx context.Context) (*serverCounters, error) {
-	if r.st.metricsURL == "" {
+	url := r.st.Temporal.MetricsURL()
+	if url == "" {
 		return nil, nil
 	}
 	time.Sleep(metricsSettle)
-	c, err := scrapeServer(ctx, r.st.metricsURL, r.st.namespace)
+	c, err := scrapeServer(ctx, url, r.st.Temporal.Namespace)
 	return &c, err
 }
 
@@ -408,7 +411,7 @@ func (r *runner) history(ctx context.Context) ([]HistoryCount, []ServerWork, err
 
 func (r *runner) events(ctx context.Context, id string) ([]*historypb.HistoryEvent, error) {
 	var events []*historypb.HistoryEvent
-	it := r.st.client.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	it := r.st.client().GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		ev, err := it.Next()
 		if err != nil {

@@ -2,72 +2,54 @@ package bench
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"io"
-	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/abde64c9/courier/contract"
-	"github.com/abde64c9/courier/devserver"
 	"github.com/abde64c9/courier/internal/lab"
-	"github.com/abde64c9/courier/sandbox"
 )
 
-// The destinations the benchmark delivers to (testsuite's fault-case file).
+// The destinations the benchmark delivers to, from the lab's table.
 const (
 	DestKey          = lab.DestHelpdesk // dedup key, the sandbox's helpdesk
 	DestUniqueCommit = lab.DestLedger   // dedup unique-commit, SQLite
 	DestNone         = lab.DestLegacy   // dedup none, parks on an unknown outcome
 )
 
-// attemptTimeout replaces the fault cases' short attempt timeout: under load
-// a loaded machine must not turn a slow answer into a retry.
-const attemptTimeout = 10 * time.Second
+// budget is the fault cases' with a longer attempt timeout: a loaded
+// machine must not turn a slow answer into a retry.
+var budget = func() lab.Budget {
+	b := lab.CaseBudget
+	b.AttemptTimeout = 10 * time.Second
+	return b
+}()
 
-// Destinations is the bench's destinations file for a sandbox at sandboxURL
-// and a ledger database at ledgerPath.
-func Destinations(sandboxURL, ledgerPath string) contract.Config {
-	cfg := lab.Destinations(sandboxURL, ledgerPath, lab.CaseBudget)
-	for name, d := range cfg.Destinations {
-		d.Contract.Retry.AttemptTimeout = contract.Duration(attemptTimeout)
-		cfg.Destinations[name] = d
-	}
-	return cfg
-}
+// workerStopGrace bounds a worker's graceful stop before it is killed.
+const workerStopGrace = 15 * time.Second
 
-// stack is what one benchmark run starts: a dev server (unless
-// TEMPORAL_ADDRESS names one), the sandbox on loopback, a client for the
-// callers' side, and the worker subprocess.
+// stack is what one run starts: the lab's stack in the run's folder (a dev
+// server on a SQLite file with its metrics on, unless TEMPORAL_ADDRESS
+// names a server; the sandbox; one `courier worker`) and the bare
+// workflow's worker.
 type stack struct {
-	opts      Options
-	dir       string
-	server    serverHandle
-	hostPort  string // empty when the standard environment names the server
-	namespace string
-	serverPID int // 0 when the server is not ours
-	// metricsURL is the server's Prometheus endpoint; empty when not ours.
-	metricsURL string
-
-	sandbox    *sandbox.Server
-	http       *http.Server
-	sandboxURL string
-	ledgerPath string
-
-	client client.Client
-	worker *workerProc
+	*lab.Stack
+	opts Options
+	dir  string
+	// serverPID is the dev server's; 0 when the server is not the lab's.
+	serverPID int
+	bare      sdkworker.Worker
 }
-
-type serverHandle interface{ Stop() error }
 
 func startStack(ctx context.Context, o Options) (s *stack, err error) {
+	if o.Courier == "" {
+		return nil, errors.New("bench: Options.Courier names no courier binary to run as the worker")
+	}
 	s = &stack{opts: o}
 	defer func() {
 		if err != nil {
@@ -77,208 +59,60 @@ func startStack(ctx context.Context, o Options) (s *stack, err error) {
 	if s.dir, err = os.MkdirTemp("", "courier-bench-"); err != nil {
 		return s, err
 	}
-
-	external := os.Getenv("TEMPORAL_ADDRESS") != ""
-	if !external {
+	if os.Getenv("TEMPORAL_ADDRESS") == "" {
 		o.progress("starting the Temporal dev server (SQLite file in %s)", s.dir)
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return s, err
-		}
-		metricsPort := ln.Addr().(*net.TCPAddr).Port
-		_ = ln.Close()
-		srv, err := devserver.Start(ctx, devserver.Options{
-			DBFile:        filepath.Join(s.dir, "temporal.db"),
-			MetricsPort:   metricsPort,
-			Log:           o.Log,
-			ClientOptions: client.Options{Logger: sdkLogger(o.Logger)},
-		})
-		if err != nil {
-			return s, err
-		}
-		s.server = srv
-		srv.Client().Close() // the benchmark dials its own, like any caller
-		s.hostPort, s.namespace = srv.FrontendHostPort(), "default"
-		s.serverPID = childPID("temporal")
-		s.metricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)
 	}
-	copts, err := clientOptions(o.Logger, s.hostPort, s.namespace)
+	level := "warn" // the worker logs at info when its output is shown
+	if o.Log != io.Discard {
+		level = "info"
+	}
+	ls, err := lab.Start(ctx, lab.Options{
+		Dir: s.dir, Persist: true,
+		Temporal: lab.TemporalOptions{UseEnvironment: true, Log: o.Log, Logger: o.Logger},
+		Destinations: func(sandboxURL, dir string) (contract.Config, error) {
+			return lab.Destinations(sandboxURL, filepath.Join(dir, lab.LedgerDB), budget), nil
+		},
+		Courier: o.Courier, Workers: 1, WorkerArgs: []string{"--log-level", level}, WorkerLog: o.Log,
+	})
 	if err != nil {
 		return s, err
 	}
-	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if s.client, err = client.DialContext(dctx, copts); err != nil {
-		return s, fmt.Errorf("dial Temporal at %s: %w", copts.HostPort, err)
-	}
-
-	s.ledgerPath = filepath.Join(s.dir, "ledger.db")
-	if s.sandbox, err = sandbox.Open(filepath.Join(s.dir, "sandbox.db"), sandbox.DefaultModes()); err != nil {
-		return s, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return s, fmt.Errorf("sandbox: %w", err)
-	}
-	s.sandboxURL = "http://" + ln.Addr().String()
-	s.http = &http.Server{Handler: s.sandbox.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = s.http.Serve(ln) }()
-
-	if err := s.startWorker(ctx); err != nil {
-		return s, err
-	}
-	return s, nil
+	s.Stack = ls
+	s.serverPID = s.Temporal.PID()
+	s.bare, err = startBare(s.Temporal.Client())
+	return s, err
 }
 
-func (s *stack) workerConfig() WorkerConfig {
-	return WorkerConfig{
-		HostPort: s.hostPort, Namespace: s.namespace,
-		SandboxURL: s.sandboxURL, LedgerPath: s.ledgerPath,
-		LogLevel: s.opts.workerLogLevel(),
-	}
-}
+// client is the lab's Temporal client.
+func (s *stack) client() client.Client { return s.Temporal.Client() }
 
-func (s *stack) startWorker(ctx context.Context) error {
-	exe := s.opts.WorkerExe
-	if exe == "" {
-		var err error
-		if exe, err = os.Executable(); err != nil {
-			return fmt.Errorf("find this binary to start the worker: %w", err)
-		}
+// worker is the `courier worker` process.
+func (s *stack) worker() *lab.Worker { return s.Workers[0] }
+
+// restartWorker replaces the `courier worker` with a fresh process, so a
+// memory figure is the worker's alone, not left over from earlier phases.
+func (s *stack) restartWorker(ctx context.Context) error {
+	if _, err := s.worker().Stop(workerStopGrace); err != nil {
+		s.opts.Logger.Warn("stop the worker", "error", err)
 	}
-	w, err := startWorker(ctx, exe, s.workerConfig(), s.opts.Log)
+	w, err := s.worker().Restart(ctx)
 	if err != nil {
 		return err
 	}
-	s.worker = w
+	s.Workers[0] = w
 	return nil
 }
 
-// restartWorker replaces the worker subprocess with a fresh one, so a
-// memory figure is the worker's alone, not left over from earlier phases.
-func (s *stack) restartWorker(ctx context.Context) error {
-	if s.worker != nil {
-		s.worker.stop()
-		s.worker = nil
-	}
-	return s.startWorker(ctx)
-}
-
 func (s *stack) close() {
-	if s.worker != nil {
-		s.worker.stop()
+	if s.bare != nil {
+		s.bare.Stop()
 	}
-	if s.http != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = s.http.Shutdown(ctx)
-		cancel()
-	}
-	if s.sandbox != nil {
-		_ = s.sandbox.Close()
-	}
-	if s.client != nil {
-		s.client.Close()
-	}
-	if s.server != nil {
-		if err := s.server.Stop(); err != nil {
-			s.opts.Logger.Warn("stop the dev server", "error", err)
+	if s.Stack != nil {
+		if err := s.Stack.Close(); err != nil {
+			s.opts.Logger.Warn("stop the lab stack", "error", err)
 		}
 	}
 	if s.dir != "" && !s.opts.KeepDir {
 		_ = os.RemoveAll(s.dir)
 	}
-}
-
-// procStat is a process's CPU time and memory, from /proc.
-type procStat struct {
-	cpu time.Duration
-	rss int64 // bytes
-	hwm int64 // peak RSS, bytes
-}
-
-// clockTick is USER_HZ, 100 on every Linux the benchmark runs on.
-const clockTick = 10 * time.Millisecond
-
-// readProc reads /proc/<pid>/stat and status; pid 0 reads nothing.
-func readProc(pid int) (procStat, error) {
-	if pid == 0 {
-		return procStat{}, nil
-	}
-	var ps procStat
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return ps, err
-	}
-	// Fields after the parenthesised command name; utime and stime are the
-	// 14th and 15th fields of the whole line.
-	rest := string(stat[strings.LastIndexByte(string(stat), ')')+2:])
-	f := strings.Fields(rest)
-	if len(f) < 13 {
-		return ps, fmt.Errorf("/proc/%d/stat: short", pid)
-	}
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	ps.cpu = time.Duration(ut+st) * clockTick
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return ps, err
-	}
-	for _, line := range strings.Split(string(status), "\n") {
-		k, v, ok := strings.Cut(line, ":")
-		if !ok {
-			continue
-		}
-		kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		switch k {
-		case "VmRSS":
-			ps.rss = kb << 10
-		case "VmHWM":
-			ps.hwm = kb << 10
-		}
-	}
-	return ps, nil
-}
-
-// childPID finds this process's child whose command name is comm, or 0.
-func childPID(comm string) int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0
-	}
-	me := os.Getpid()
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		open, end := strings.IndexByte(string(stat), '('), strings.LastIndexByte(string(stat), ')')
-		if open < 0 || end < open {
-			continue
-		}
-		f := strings.Fields(string(stat[end+1:]))
-		if len(f) < 2 || string(stat[open+1:end]) != comm {
-			continue
-		}
-		if ppid, _ := strconv.Atoi(f[1]); ppid == me {
-			return pid
-		}
-	}
-	return 0
-}
-
-// discardLogger logs nothing: for a nil Options.Logger.
-func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
-var selfPID = os.Getpid()
-
-// workerLogLevel is info when the worker's output is shown, else warnings.
-func (o Options) workerLogLevel() slog.Level {
-	if o.Log != io.Discard {
-		return slog.LevelInfo
-	}
-	return slog.LevelWarn
 }

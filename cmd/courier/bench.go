@@ -16,9 +16,6 @@ import (
 )
 
 func runBench(ctx context.Context, args []string) error {
-	if bench.IsWorkerProcess() {
-		return bench.ServeWorker(ctx)
-	}
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
 	asJSON := fs.Bool("json", false, "print one JSON object (figures and targets) instead of Markdown")
 	jsonOut := fs.String("json-out", "", "also write the JSON object to this file")
@@ -44,12 +41,16 @@ func runBench(ctx context.Context, args []string) error {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find the courier binary to run as the worker: %w", err)
+	}
 	level := slog.LevelWarn
 	if *verbose {
 		level = slog.LevelInfo
 	}
 	o := bench.Options{
-		Window: *duration, Lead: *lead, Rounds: *rounds, Parked: *parked, Storm: *storm, KeepDir: *keep,
+		Window: *duration, Lead: *lead, Rounds: *rounds, Parked: *parked, Storm: *storm, KeepDir: *keep, Courier: exe,
 		Logger:   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
 		Progress: os.Stderr,
 	}
