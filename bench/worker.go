@@ -19,6 +19,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/abde64c9/courier/connect"
 	"github.com/abde64c9/courier/worker"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -117,7 +118,7 @@ func WorkerOptions() sdkworker.Options { return sdkworker.Options{} }
 // clientOptions reads the standard client environment; hostPort, when set,
 // points it at the benchmark's own dev server instead.
 func clientOptions(logger *slog.Logger, hostPort, namespace string) (client.Options, error) {
-	opts, err := worker.ClientOptions(logger)
+	opts, err := connect.ClientOptions(logger)
 	if err != nil {
 		return client.Options{}, err
 	}

@@ -28,6 +28,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/abde64c9/courier/config"
+	"github.com/abde64c9/courier/connect"
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/devserver"
 	"github.com/abde64c9/courier/sandbox"
@@ -189,7 +190,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 
 	// The worker shares the deliver and review commands' payload codec (from
 	// the environment), but never their server: it is this one.
-	env, err := worker.ClientOptions(o.Logger)
+	env, err := connect.ClientOptions(o.Logger)
 	if err != nil {
 		return nil, err
 	}

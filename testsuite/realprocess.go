@@ -18,6 +18,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/abde64c9/courier/activities/sqldest"
+	"github.com/abde64c9/courier/connect"
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/internal/lab/faults"
 	"github.com/abde64c9/courier/starter"
@@ -129,7 +130,7 @@ func deliverProcess(ctx context.Context, logger *slog.Logger) error {
 
 // dialEnv connects with Temporal's standard client environment.
 func dialEnv(ctx context.Context, logger *slog.Logger) (client.Client, error) {
-	opts, err := worker.ClientOptions(logger)
+	opts, err := connect.ClientOptions(logger)
 	if err != nil {
 		return nil, err
 	}

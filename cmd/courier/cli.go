@@ -166,11 +166,9 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// connect dials Temporal with the standard client environment (see dial)
-// and wraps the client for deliveries.
-func connect(ctx context.Context) (*starter.Client, func(), error) {
-	logger := stderrLogger()
-	c, err := dial(ctx, logger)
+// newStarter dials Temporal (see dial) and wraps the client for deliveries.
+func newStarter(ctx context.Context) (*starter.Client, func(), error) {
+	c, _, err := dial(ctx, stderrLogger())
 	if err != nil {
 		return nil, nil, err
 	}

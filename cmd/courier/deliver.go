@@ -46,7 +46,7 @@ func runDeliver(ctx context.Context, args []string) error {
 		return err
 	}
 
-	s, closeClient, err := connect(ctx)
+	s, closeClient, err := newStarter(ctx)
 	if err != nil {
 		return err
 	}

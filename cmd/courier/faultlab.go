@@ -9,8 +9,6 @@ import (
 	"log/slog"
 	"os"
 
-	"go.temporal.io/sdk/client"
-
 	"github.com/abde64c9/courier/devserver"
 	"github.com/abde64c9/courier/testsuite"
 )
@@ -61,13 +59,13 @@ func faultlabReal(ctx context.Context) (testsuite.LabReport, error) {
 		return testsuite.LabReport{}, fmt.Errorf("find this program, to run its helper processes: %w", err)
 	}
 	o := testsuite.RealOptions{Process: []string{exe, "faultlab"}, Logger: logger, Log: os.Stderr}
-	if addr := os.Getenv("TEMPORAL_ADDRESS"); addr != "" {
-		var c client.Client
-		if c, err = dial(ctx, logger); err != nil {
+	if os.Getenv("TEMPORAL_ADDRESS") != "" {
+		c, opts, err := dial(ctx, logger)
+		if err != nil {
 			return testsuite.LabReport{}, err
 		}
 		defer c.Close()
-		o.Client, o.Address = c, addr
+		o.Client, o.Address = c, opts.HostPort
 	} else if _, err := devserver.Ensure(ctx, os.Stderr); err != nil {
 		return testsuite.LabReport{}, err
 	}

@@ -44,7 +44,7 @@ func runList(ctx context.Context, args []string) error {
 		}
 	}
 
-	s, closeClient, err := connect(ctx)
+	s, closeClient, err := newStarter(ctx)
 	if err != nil {
 		return err
 	}

@@ -39,7 +39,7 @@ func runReview(ctx context.Context, args []string) error {
 		return usageError("invalid decision: %w", err)
 	}
 
-	s, closeClient, err := connect(ctx)
+	s, closeClient, err := newStarter(ctx)
 	if err != nil {
 		return err
 	}

@@ -20,7 +20,7 @@ func runStatus(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	s, closeClient, err := connect(ctx)
+	s, closeClient, err := newStarter(ctx)
 	if err != nil {
 		return err
 	}
