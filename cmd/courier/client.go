@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/abde64c9/courier/connect"
+	"github.com/abde64c9/courier/starter"
 )
 
 // dialTimeout bounds a command's wait for Temporal: a person is waiting.
@@ -24,4 +25,15 @@ func dial(ctx context.Context, logger *slog.Logger) (client.Client, client.Optio
 	defer cancel()
 	c, err := connect.DialWith(ctx, opts)
 	return c, opts, err
+}
+
+// withStarter dials Temporal (see dial) and runs f with a client for
+// deliveries.
+func withStarter(ctx context.Context, f func(*starter.Client) error) error {
+	c, _, err := dial(ctx, stderrLogger())
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return f(starter.New(c))
 }
