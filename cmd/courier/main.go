@@ -84,6 +84,7 @@ func newRoot() *cobra.Command {
 		faultlabCommand(), benchCommand(), soakCommand(), codecServerCommand(),
 	)
 	root.SetHelpFunc(help)
+	root.SetUsageFunc(func(c *cobra.Command) error { help(c, nil); return nil }) // one format
 	root.SetFlagErrorFunc(flagError)
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()
