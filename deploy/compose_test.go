@@ -556,7 +556,9 @@ func goVersion() string {
 	return string(m[1])
 }
 
-var flagLine = regexp.MustCompile(`(?m)^\s+-([a-z][a-z0-9-]*)`)
+// flagLine is a flag's line in a command's -h: "      --name ..." or
+// "  -v, --name ...".
+var flagLine = regexp.MustCompile(`(?m)^\s+(?:-[a-z0-9], )?--([a-z][a-z0-9-]*)`)
 
 // courierFlags builds the courier binary once and reads each subcommand's
 // flags from its -h, so the compose commands are checked against the real

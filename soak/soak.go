@@ -26,11 +26,11 @@ import (
 	sdktest "go.temporal.io/sdk/testsuite"
 
 	"github.com/abde64c9/courier/activities/sqldest"
+	"github.com/abde64c9/courier/connect"
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/devserver"
 	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/starter"
-	"github.com/abde64c9/courier/worker"
 	"github.com/abde64c9/courier/workflows"
 )
 
@@ -210,7 +210,7 @@ func (r *run) soak(ctx, caller context.Context) error {
 	}
 	defer r.server.stop()
 	// The soak's own client outlives each server process: it reconnects.
-	co, err := worker.ClientOptions(r.o.Logger)
+	co, err := connect.ClientOptions(r.o.Logger)
 	if err != nil {
 		return err
 	}

@@ -9,10 +9,7 @@ import (
 	"log/slog"
 	"os"
 
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/contrib/envconfig"
-	sdklog "go.temporal.io/sdk/log"
-
+	"github.com/abde64c9/courier/connect"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -26,14 +23,10 @@ import (
 // the first receipt.
 func Example() {
 	ctx := context.Background()
-	// Temporal's standard client environment: TEMPORAL_ADDRESS,
-	// TEMPORAL_NAMESPACE, TLS and API key. Logs go to stderr.
-	opts, err := envconfig.LoadDefaultClientOptions()
-	if err != nil {
-		log.Fatal(err)
-	}
-	opts.Logger = sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, nil)))
-	c, err := client.Dial(opts)
+	// Temporal's standard client environment (TEMPORAL_ADDRESS,
+	// TEMPORAL_NAMESPACE, TLS and API key) and Courier's payload codec keys,
+	// if any. Logs go to stderr.
+	c, err := connect.Dial(ctx, slog.New(slog.NewTextHandler(os.Stderr, nil)))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -67,12 +60,7 @@ func Example() {
 // was (or is being) delivered, and nothing is sent for the second.
 func ExampleConflictError() {
 	ctx := context.Background()
-	opts, err := envconfig.LoadDefaultClientOptions()
-	if err != nil {
-		log.Fatal(err)
-	}
-	opts.Logger = sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, nil)))
-	c, err := client.Dial(opts)
+	c, err := connect.Dial(ctx, slog.New(slog.NewTextHandler(os.Stderr, nil)))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -100,12 +88,7 @@ func ExampleConflictError() {
 // and wait for it elsewhere by its key.
 func ExampleClient_Start() {
 	ctx := context.Background()
-	opts, err := envconfig.LoadDefaultClientOptions()
-	if err != nil {
-		log.Fatal(err)
-	}
-	opts.Logger = sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, nil)))
-	c, err := client.Dial(opts)
+	c, err := connect.Dial(ctx, slog.New(slog.NewTextHandler(os.Stderr, nil)))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -145,12 +128,7 @@ func ExampleClient_Start() {
 // finds the ticket at the destination and records it.
 func ExampleClient_Review() {
 	ctx := context.Background()
-	opts, err := envconfig.LoadDefaultClientOptions()
-	if err != nil {
-		log.Fatal(err)
-	}
-	opts.Logger = sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, nil)))
-	c, err := client.Dial(opts)
+	c, err := connect.Dial(ctx, slog.New(slog.NewTextHandler(os.Stderr, nil)))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -197,12 +175,7 @@ func ExampleClient_Review() {
 // be listed yet. (No output is checked: it depends on the server.)
 func ExampleClient_ListAwaitingReview() {
 	ctx := context.Background()
-	opts, err := envconfig.LoadDefaultClientOptions()
-	if err != nil {
-		log.Fatal(err)
-	}
-	opts.Logger = sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, nil)))
-	c, err := client.Dial(opts)
+	c, err := connect.Dial(ctx, slog.New(slog.NewTextHandler(os.Stderr, nil)))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/codec"
+	"github.com/abde64c9/courier/connect"
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/starter"
@@ -93,7 +94,7 @@ func TestEncryptedHistory(t *testing.T) {
 	t.Setenv(codec.EnvKey, base64.StdEncoding.EncodeToString(key))
 	t.Setenv(codec.EnvKeyID, "test-key-1")
 	// The same wiring as every Courier process: keys from the environment.
-	opts, err := worker.ClientOptions(testLogger)
+	opts, err := connect.ClientOptions(testLogger)
 	require.NoError(t, err)
 	require.NotNil(t, opts.DataConverter, "the codec is on")
 	opts.HostPort, opts.Namespace = rl.Temporal.HostPort, rl.Temporal.Namespace

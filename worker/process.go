@@ -17,6 +17,7 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 
+	"github.com/abde64c9/courier/connect"
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -42,7 +43,7 @@ type ProcessOptions struct {
 	// Logger receives Courier's and the SDK's logs; nil is slog.Default().
 	Logger *slog.Logger
 	// Client is how to reach Temporal; nil reads Temporal's standard client
-	// environment (see ClientOptions).
+	// environment (connect.ClientOptions).
 	Client *client.Options
 	// MetricsAddr, when set, serves Prometheus metrics on /metrics and
 	// readiness on /healthz, e.g. ":9090".
@@ -103,11 +104,8 @@ func StartProcess(ctx context.Context, o ProcessOptions) (_ *Process, err error)
 	var co client.Options
 	if o.Client != nil {
 		co = *o.Client
-	} else if co, err = ClientOptions(logger); err != nil {
+	} else if co, err = connect.ClientOptions(logger); err != nil {
 		return nil, err
-	}
-	if co.HostPort == "" {
-		co.HostPort = client.DefaultHostPort
 	}
 	if co.Namespace == "" {
 		co.Namespace = client.DefaultNamespace
@@ -116,9 +114,8 @@ func StartProcess(ctx context.Context, o ProcessOptions) (_ *Process, err error)
 	co.MetricsHandler = p.metrics.Handler
 	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	defer cancel()
-	if p.client, err = client.DialContext(dctx, co); err != nil {
-		return nil, fmt.Errorf("cannot reach Temporal at %s (namespace %q): %w\n"+
-			"start one locally with `courier dev`, or set TEMPORAL_ADDRESS and TEMPORAL_NAMESPACE", co.HostPort, co.Namespace, err)
+	if p.client, err = connect.DialWith(dctx, co); err != nil {
+		return nil, err
 	}
 	p.checkSearchAttributes(ctx, co.Namespace)
 	retention := p.retention(ctx, co.Namespace)

@@ -1,51 +1,22 @@
-// Package worker wires Courier together: client options, destination
-// adapters, and the Temporal workers that run deliveries.
+// Package worker wires Courier together: destination adapters and the
+// Temporal workers that run deliveries.
 package worker
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/contrib/envconfig"
-	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/activities/httpdest"
 	"github.com/abde64c9/courier/activities/sqldest"
-	"github.com/abde64c9/courier/codec"
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/workflows"
 )
-
-// ClientOptions reads Temporal's standard client environment
-// (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TLS, API key, config profile).
-func ClientOptions(logger *slog.Logger) (client.Options, error) {
-	opts, err := envconfig.LoadDefaultClientOptions()
-	if err != nil {
-		return client.Options{}, fmt.Errorf("temporal client config: %w", err)
-	}
-	if opts.HostPort == "" {
-		opts.HostPort = client.DefaultHostPort
-	}
-	// Payload encryption, when keys are configured: every process of a
-	// namespace must agree on it, so it comes from the same environment.
-	dc, err := codec.FromEnv()
-	if err != nil {
-		return client.Options{}, fmt.Errorf("payload encryption: %w", err)
-	}
-	if dc != nil {
-		opts.DataConverter = dc
-	}
-	if logger != nil {
-		opts.Logger = sdklog.NewStructuredLogger(logger)
-	}
-	return opts, nil
-}
 
 // Adapters holds one open adapter per destination.
 type Adapters struct {

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -12,93 +10,96 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/abde64c9/courier/bench"
 )
 
-func runBench(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("bench", flag.ExitOnError)
-	asJSON := fs.Bool("json", false, "print one JSON object (figures and targets) instead of Markdown")
-	jsonOut := fs.String("json-out", "", "also write the JSON object to this file")
-	smoke := fs.Bool("smoke", false, "a few seconds of every phase at tiny sizes: checks the command, not the targets")
-	duration := fs.Duration("duration", 0, "how long each side runs per round (default 5s)")
-	lead := fs.Duration("lead", 0, "how long each side runs per round before it is measured (default 1s)")
-	rounds := fs.Int("rounds", 0, "interleaved rounds per concurrency (default 4)")
-	conc := fs.String("concurrency", "", "comma-separated concurrencies (default 1,16,64)")
-	parked := fs.Int("parked", 0, "deliveries parked for review and resolved (default 1000)")
-	storm := fs.Int("storm", 0, "callers starting one operation at once (default 64)")
-	phases := fs.String("phases", "", "comma-separated phases to run (default all): "+strings.Join(bench.AllPhases, ","))
-	keep := fs.Bool("keep", false, "keep the temporary directory with the databases")
-	verbose := fs.Bool("v", false, "show the dev server's and the worker's output")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: courier bench [flags]\n\n"+
-			"Starts a Temporal dev server with a SQLite file (or uses TEMPORAL_ADDRESS), the sandbox on\n"+
-			"loopback and a worker subprocess, then measures Courier against a bare one-activity workflow\n"+
-			"and direct HTTP POSTs. Progress goes to stderr; exit status 1 when a target fails.\n\nflags:")
-		fs.PrintDefaults()
+func benchCommand() *cobra.Command {
+	var o bench.Options
+	var asJSON, smoke, verbose bool
+	var jsonOut, conc, phases string
+	c := &cobra.Command{
+		Use:   "bench [flags]",
+		Short: "measure Courier against Temporal's own ceiling",
+		Long: `Starts a Temporal dev server with a SQLite file (or uses TEMPORAL_ADDRESS), the sandbox on
+loopback and a worker subprocess, then measures Courier against a bare one-activity workflow
+and direct HTTP POSTs. Progress goes to stderr; exit status 1 when a target fails.`,
+		Example: `  courier bench --smoke
+  courier bench --phases parked --parked 10000`,
+		Args:        noArgs,
+		Annotations: exits(basicExits...),
 	}
-	_ = fs.Parse(args)
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("find the courier binary to run as the worker: %w", err)
-	}
-	level := slog.LevelWarn
-	if *verbose {
-		level = slog.LevelInfo
-	}
-	o := bench.Options{
-		Window: *duration, Lead: *lead, Rounds: *rounds, Parked: *parked, Storm: *storm, KeepDir: *keep, Courier: exe,
-		Logger:   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
-		Progress: os.Stderr,
-	}
-	if *verbose {
-		o.Log = os.Stderr
-	}
-	if *smoke {
-		o = bench.Smoke(o)
-	}
-	if *conc != "" {
-		o.Concurrency = nil
-		for _, f := range strings.Split(*conc, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil || n < 1 {
-				return fmt.Errorf("--concurrency: %q is not a positive number", f)
+	f := c.Flags()
+	f.BoolVar(&asJSON, "json", false, "print one JSON object (figures and targets) instead of Markdown")
+	f.StringVar(&jsonOut, "json-out", "", "also write the JSON object to this file")
+	f.BoolVar(&smoke, "smoke", false, "a few seconds of every phase at tiny sizes: checks the command, not the targets")
+	f.DurationVar(&o.Window, "duration", 0, "how long each side runs per round (default 5s)")
+	f.DurationVar(&o.Lead, "lead", 0, "how long each side runs per round before it is measured (default 1s)")
+	f.IntVar(&o.Rounds, "rounds", 0, "interleaved rounds per concurrency (default 4)")
+	f.StringVar(&conc, "concurrency", "", "comma-separated concurrencies (default 1,16,64)")
+	f.IntVar(&o.Parked, "parked", 0, "deliveries parked for review and resolved (default 1000)")
+	f.IntVar(&o.Storm, "storm", 0, "callers starting one operation at once (default 64)")
+	f.StringVar(&phases, "phases", "", "comma-separated phases to run (default all): "+strings.Join(bench.AllPhases, ","))
+	f.BoolVar(&o.KeepDir, "keep", false, "keep the temporary directory with the databases")
+	f.BoolVarP(&verbose, "verbose", "v", false, "show the dev server's and the worker's output")
+	c.RunE = func(c *cobra.Command, _ []string) error {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("find the courier binary to run as the worker: %w", err)
+		}
+		o.Courier = exe
+		level := slog.LevelWarn
+		if verbose {
+			level = slog.LevelInfo
+			o.Log = os.Stderr
+		}
+		o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+		o.Progress = os.Stderr
+		if smoke {
+			o = bench.Smoke(o)
+		}
+		if conc != "" {
+			o.Concurrency = nil
+			for _, f := range strings.Split(conc, ",") {
+				n, err := strconv.Atoi(strings.TrimSpace(f))
+				if err != nil || n < 1 {
+					return usageError("--concurrency: %q is not a positive number", f)
+				}
+				o.Concurrency = append(o.Concurrency, n)
 			}
-			o.Concurrency = append(o.Concurrency, n)
 		}
-	}
-	if *phases != "" {
-		o.Phases = strings.Split(*phases, ",")
-	}
+		if phases != "" {
+			o.Phases = strings.Split(phases, ",")
+		}
 
-	started := time.Now()
-	rep, err := bench.Run(ctx, o)
-	if err != nil {
-		return err
-	}
-	raw, err := json.MarshalIndent(rep, "", "  ")
-	if err != nil {
-		return err
-	}
-	raw = append(raw, '\n')
-	if *jsonOut != "" {
-		if err := os.WriteFile(*jsonOut, raw, 0o644); err != nil {
+		started := time.Now()
+		rep, err := bench.Run(c.Context(), o)
+		if err != nil {
 			return err
 		}
-	}
-	if *asJSON {
-		if _, err := os.Stdout.Write(raw); err != nil {
+		raw, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
 			return err
 		}
-	} else {
-		rep.Markdown(os.Stdout)
+		raw = append(raw, '\n')
+		if jsonOut != "" {
+			if err := os.WriteFile(jsonOut, raw, 0o644); err != nil {
+				return err
+			}
+		}
+		if asJSON {
+			if _, err := os.Stdout.Write(raw); err != nil {
+				return err
+			}
+		} else {
+			rep.Markdown(os.Stdout)
+		}
+		if failed := rep.Failed(); len(failed) > 0 {
+			fmt.Fprintf(os.Stderr, "courier bench: %d of %d targets failed (%s)\n", len(failed), len(rep.Targets), time.Since(started).Round(time.Second))
+			return &exitError{code: codeError, err: errors.New("")}
+		}
+		return nil
 	}
-	if failed := rep.Failed(); len(failed) > 0 {
-		fmt.Fprintf(os.Stderr, "courier bench: %d of %d targets failed (%s)\n", len(failed), len(rep.Targets), time.Since(started).Round(time.Second))
-		return &exitError{code: 1, err: errors.New("")}
-	}
-	return nil
+	return c
 }

@@ -2,10 +2,8 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,95 +14,6 @@ import (
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/workflows"
 )
-
-// Exit statuses of the delivery commands (deliver, review, status, list,
-// probe), so scripts can tell outcomes apart without parsing output.
-const (
-	codeOK           = 0 // created, duplicate, delivered_by_review; a review accepted; a probe that passed
-	codeError        = 1 // Temporal unreachable, a transport failure, an inconclusive probe
-	codeUsage        = 2 // missing or bad flags, malformed JSON, unknown destination, invalid decision
-	codeConflict     = 3 // the operation was started before with another payload: nothing sent
-	codeRejected     = 4 // the destination refused the request (or the probe payload)
-	codeAwaiting     = 5 // the delivery stopped for a human review
-	codeNotDelivered = 6 // attempt_limit or abandoned: no effect was delivered
-	codeUnknownKey   = 7 // no delivery has this key
-	codeRefused      = 8 // the review was refused: not awaiting review, or not an allowed reviewer
-	codeViolation    = 9 // the probe found the destination breaks its declared contract
-)
-
-// exitCodesHelp is the table printed in each command's help.
-const exitCodesHelp = `exit status:
-  0  done: created, duplicate, delivered_by_review; review accepted; probe passed
-  1  error: Temporal unreachable, transport failure, probe inconclusive
-  2  usage: missing or bad flags, malformed JSON, unknown destination, invalid decision
-  3  conflict: the operation was started with another payload; nothing was sent
-  4  rejected: the destination refused the request (probe: refused the probe payload)
-  5  awaiting review: the outcome is unknown and a person must decide
-  6  not delivered: attempt_limit or abandoned
-  7  unknown key: no delivery has this key
-  8  review refused: the delivery is not awaiting review, or the reviewer is not allowed
-  9  contract violation (probe): the destination does not do what its contract declares
-`
-
-func usageError(format string, args ...any) error {
-	return &exitError{code: codeUsage, err: fmt.Errorf(format, args...)}
-}
-
-// newFlagSet returns a flag set whose -h prints the synopsis, the flags and
-// the exit statuses.
-func newFlagSet(name, synopsis, about string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(os.Stderr)
-	fs.Usage = func() {
-		out := fs.Output()
-		fmt.Fprintf(out, "usage: courier %s %s\n\n%s\n", name, synopsis, about)
-		hasFlags := false
-		fs.VisitAll(func(*flag.Flag) { hasFlags = true })
-		if hasFlags {
-			fmt.Fprint(out, "\nflags:\n")
-			fs.PrintDefaults()
-		}
-		fmt.Fprint(out, "\n"+exitCodesHelp)
-	}
-	return fs
-}
-
-// parseFlags parses flags and positional arguments in any order (the flag
-// package stops at the first positional one). -h prints help and exits 0.
-func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
-	var positional []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, &exitError{code: codeOK, err: errors.New("")}
-			}
-			// The flag package has printed the error and the usage.
-			return nil, &exitError{code: codeUsage, err: errors.New("")}
-		}
-		if fs.NArg() == 0 {
-			return positional, nil
-		}
-		positional = append(positional, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
-}
-
-// requireFlags names every required flag left empty.
-func requireFlags(flags ...[2]string) error {
-	var missing []string
-	for _, f := range flags {
-		if strings.TrimSpace(f[1]) == "" {
-			missing = append(missing, "--"+f[0])
-		}
-	}
-	switch len(missing) {
-	case 0:
-		return nil
-	case 1:
-		return usageError("missing flag %s (see -h)", missing[0])
-	}
-	return usageError("missing flags %s (see -h)", strings.Join(missing, ", "))
-}
 
 // readPayload reads --payload: inline JSON, or @file. The payload must be a
 // JSON object Courier can fingerprint; a syntax error names its line and
@@ -164,17 +73,6 @@ func printJSON(w io.Writer, v any) error {
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
-}
-
-// connect dials Temporal with the standard client environment (see dial)
-// and wraps the client for deliveries.
-func connect(ctx context.Context) (*starter.Client, func(), error) {
-	logger := stderrLogger()
-	c, err := dial(ctx, logger)
-	if err != nil {
-		return nil, nil, err
-	}
-	return starter.New(c), c.Close, nil
 }
 
 // startError maps what starter returns to an exit status.

@@ -497,10 +497,14 @@ func testProbe(t *testing.T, c *cli) {
 }
 
 func testHelp(t *testing.T, c *cli) {
-	for _, name := range []string{"deliver", "review", "status", "list", "probe"} {
+	// Each command's help lists the exit statuses it can end with.
+	for name, code := range map[string]int{
+		"deliver": codeAwaiting, "review": codeRefused, "status": codeUnknownKey, "list": codeUsage, "probe": codeViolation,
+	} {
 		r := c.courier(name, "-h")
 		require.Equal(t, codeOK, r.code, name)
 		require.Contains(t, r.stderr, "usage: courier "+name, name)
-		require.Contains(t, r.stderr, fmt.Sprintf("%d  awaiting review", codeAwaiting), name)
+		require.Contains(t, r.stderr, fmt.Sprintf("%d  %s", code, exitStatuses[code]), name)
 	}
+	require.Contains(t, c.courier("deliver", "-h").stderr, fmt.Sprintf("%d  awaiting review", codeAwaiting))
 }

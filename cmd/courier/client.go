@@ -2,31 +2,38 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"time"
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/abde64c9/courier/worker"
+	"github.com/abde64c9/courier/connect"
+	"github.com/abde64c9/courier/starter"
 )
 
-// dial connects to Temporal with the standard client environment, and says
-// how to get a server when there is none.
-func dial(ctx context.Context, logger *slog.Logger) (client.Client, error) {
-	opts, err := worker.ClientOptions(logger)
+// dialTimeout bounds a command's wait for Temporal: a person is waiting.
+const dialTimeout = 5 * time.Second
+
+// dial reads Temporal's client environment once (connect.ClientOptions)
+// and connects with it; the options say where it connected.
+func dial(ctx context.Context, logger *slog.Logger) (client.Client, client.Options, error) {
+	opts, err := connect.ClientOptions(logger)
 	if err != nil {
-		return nil, err
+		return nil, opts, err
 	}
-	if opts.Namespace == "" {
-		opts.Namespace = client.DefaultNamespace
-	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	defer cancel()
-	c, err := client.DialContext(ctx, opts)
+	c, err := connect.DialWith(ctx, opts)
+	return c, opts, err
+}
+
+// withStarter dials Temporal (see dial) and runs f with a client for
+// deliveries.
+func withStarter(ctx context.Context, f func(*starter.Client) error) error {
+	c, _, err := dial(ctx, stderrLogger())
 	if err != nil {
-		return nil, fmt.Errorf("cannot reach Temporal at %s (namespace %q): %w\n"+
-			"start one locally with `make dev` (courier dev), or set TEMPORAL_ADDRESS", opts.HostPort, opts.Namespace, err)
+		return err
 	}
-	return c, nil
+	defer c.Close()
+	return f(starter.New(c))
 }

@@ -6,52 +6,59 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/spf13/cobra"
+
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/workflows"
 )
 
-func runDeliver(ctx context.Context, args []string) error {
-	fs := newFlagSet("deliver", "--destination D --operation O --id ID --payload JSON|@file [flags]",
-		"Delivers one business operation exactly once in effect: starts its delivery, or joins the\n"+
-			"one already started for the same (tenant, destination, operation, id), and prints the\n"+
-			"result as JSON once it finishes or stops for review. Asking again with the same payload\n"+
-			"prints the first delivery's receipt as \"duplicate\"; with another payload it is a conflict\n"+
-			"and nothing is sent. Temporal is found through TEMPORAL_ADDRESS and TEMPORAL_NAMESPACE.")
+func deliverCommand() *cobra.Command {
 	var in workflows.DeliveryInput
-	fs.StringVar(&in.Destination, "destination", "", "destination `name`, as in the workers' destinations file (required)")
-	fs.StringVar(&in.Operation.Operation, "operation", "", "operation `name`, e.g. create-ticket (required)")
-	fs.StringVar(&in.BusinessID, "id", "", "business `id` that makes the operation unique, e.g. an order number (required)")
-	fs.StringVar(&in.Tenant, "tenant", "", "`tenant`, part of the key")
-	payload := fs.String("payload", "", "the payload: a JSON object, or @`file` holding one (required)")
-	noWait := fs.Bool("no-wait", false, "print the delivery's key and workflow ID once started, without waiting for the result")
-	destinations := fs.String("destinations", "", "destinations `file`: check the destination is in it before sending")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return err
+	var payload, destinations string
+	var noWait bool
+	c := &cobra.Command{
+		Use:   "deliver --destination D --operation O --id ID --payload JSON|@file [flags]",
+		Short: "start (or join) a delivery and print its result",
+		Long: `Delivers one business operation exactly once in effect: starts its delivery, or joins the
+one already started for the same (tenant, destination, operation, id), and prints the
+result as JSON once it finishes or stops for review. Asking again with the same payload
+prints the first delivery's receipt as "duplicate"; with another payload it is a conflict
+and nothing is sent. Temporal is found through TEMPORAL_ADDRESS and TEMPORAL_NAMESPACE.`,
+		Example: `  courier deliver --destination helpdesk --operation create-ticket --id order-1 --payload '{"subject": "Call back"}'
+  courier deliver --destination helpdesk --operation create-ticket --id order-1 --payload @ticket.json --no-wait`,
+		Args:        noArgs,
+		Annotations: exits(codeOK, codeError, codeUsage, codeConflict, codeRejected, codeAwaiting, codeNotDelivered),
 	}
-	if len(pos) > 0 {
-		return usageError("unexpected argument %q: deliver takes flags only (see -h)", pos[0])
+	f := c.Flags()
+	f.StringVar(&in.Destination, "destination", "", "destination `name`, as in the workers' destinations file")
+	f.StringVar(&in.Operation.Operation, "operation", "", "operation `name`, e.g. create-ticket")
+	f.StringVar(&in.BusinessID, "id", "", "business `id` that makes the operation unique, e.g. an order number")
+	f.StringVar(&payload, "payload", "", "the payload: a JSON object, or @`file` holding one")
+	required(c, "destination", "operation", "id", "payload")
+	f.StringVar(&in.Tenant, "tenant", "", "`tenant`, part of the key")
+	f.BoolVar(&noWait, "no-wait", false, "print the delivery's key and workflow ID once started, without waiting for the result")
+	f.StringVar(&destinations, "destinations", "", "destinations `file`: check the destination is in it before sending")
+	_ = c.MarkFlagFilename("destinations", "json")
+	c.RunE = func(c *cobra.Command, _ []string) (err error) {
+		if in.Payload, err = readPayload(payload); err != nil {
+			return err
+		}
+		if err := in.Operation.Validate(); err != nil {
+			return usageError("%w", err)
+		}
+		if _, err := checkDestination(destinations, in.Destination); err != nil {
+			return err
+		}
+		ctx := c.Context()
+		return withStarter(ctx, func(s *starter.Client) error { return deliver(ctx, s, in, noWait) })
 	}
-	if err := requireFlags([2]string{"destination", in.Destination}, [2]string{"operation", in.Operation.Operation},
-		[2]string{"id", in.BusinessID}, [2]string{"payload", *payload}); err != nil {
-		return err
-	}
-	if in.Payload, err = readPayload(*payload); err != nil {
-		return err
-	}
-	if err := in.Operation.Validate(); err != nil {
-		return usageError("%w", err)
-	}
-	if _, err := checkDestination(*destinations, in.Destination); err != nil {
-		return err
-	}
+	return c
+}
 
-	s, closeClient, err := connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer closeClient()
-	if *noWait {
+// deliver starts or joins in's delivery and prints its handle (noWait) or
+// its result, exiting with the outcome.
+func deliver(ctx context.Context, s *starter.Client, in workflows.DeliveryInput, noWait bool) error {
+	if noWait {
 		h, err := s.Start(ctx, in)
 		if err != nil {
 			return startError(err)

@@ -4,51 +4,62 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"log/slog"
 	"os"
+
+	"github.com/spf13/cobra"
 
 	"github.com/abde64c9/courier/devserver"
 	"github.com/abde64c9/courier/testsuite"
 )
 
-func runFaultlab(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("faultlab", flag.ExitOnError)
-	mode := fs.String("mode", "testenv", "testenv (Temporal test environment) or real (a real Temporal server, real processes:\n"+
+func faultlabCommand() *cobra.Command {
+	var mode string
+	c := &cobra.Command{
+		Use:   "faultlab [--mode testenv|real]",
+		Short: "run every seed fault case and print the report (JSON)",
+		Long: `Runs every seed fault case and prints the report as JSON on stdout; progress and logs go
+to stderr. Exits 1 when the report is not PASS.`,
+		Example: `  courier faultlab
+  courier faultlab --mode real`,
+		Args:        noArgs,
+		Annotations: exits(basicExits...),
+	}
+	c.Flags().StringVar(&mode, "mode", "testenv", "testenv (Temporal test environment) or real (a real Temporal server, real processes:\n"+
 		"a dev server of its own, or the one at TEMPORAL_ADDRESS, whose namespace must have no other\n"+
 		"Courier worker on the courier task queue, or that worker would run the cases' deliveries)")
-	_ = fs.Parse(args)
-
-	var rep testsuite.LabReport
-	var err error
-	switch *mode {
-	case "testenv":
-		rep, err = testsuite.RunTestEnv(ctx)
-	case "real":
-		rep, err = faultlabReal(ctx)
-	default:
-		return fmt.Errorf("--mode %q: use testenv or real", *mode)
+	choices(c, "mode", "testenv", "real")
+	c.RunE = func(c *cobra.Command, _ []string) error {
+		var rep testsuite.LabReport
+		var err error
+		switch mode {
+		case "testenv":
+			rep, err = testsuite.RunTestEnv(c.Context())
+		case "real":
+			rep, err = faultlabReal(c.Context())
+		default:
+			return usageError("--mode %q: use testenv or real", mode)
+		}
+		if err != nil {
+			return err
+		}
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+		if rep.Status != "PASS" {
+			return &exitError{code: codeError, err: errors.New("")}
+		}
+		return nil
 	}
-	if err != nil {
-		return err
-	}
-	enc := json.NewEncoder(os.Stdout)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(rep); err != nil {
-		return err
-	}
-	if rep.Status != "PASS" {
-		return &exitError{code: 1, err: errors.New("")}
-	}
-	return nil
+	return c
 }
 
 // faultlabReal runs the cases against the server at TEMPORAL_ADDRESS, or a
 // dev server of its own (building the Temporal CLI first if it is missing).
 // Logs go to stderr: stdout is the report.
 func faultlabReal(ctx context.Context) (testsuite.LabReport, error) {
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	exe, err := os.Executable()
 	if err != nil {
 		return testsuite.LabReport{}, fmt.Errorf("find this program, to run its worker and client processes: %w", err)
@@ -58,5 +69,5 @@ func faultlabReal(ctx context.Context) (testsuite.LabReport, error) {
 			return testsuite.LabReport{}, err
 		}
 	}
-	return testsuite.RunReal(ctx, testsuite.RealOptions{Courier: exe, Logger: logger, Log: os.Stderr})
+	return testsuite.RunReal(ctx, testsuite.RealOptions{Courier: exe, Logger: stderrLogger(), Log: os.Stderr})
 }

@@ -9,46 +9,56 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/abde64c9/courier/starter"
 )
 
-func runList(ctx context.Context, args []string) error {
-	fs := newFlagSet("list", "[--state STATE] [--destination D] [flags]",
-		"Lists deliveries, newest first, from Temporal's visibility store by their search\n"+
-			"attributes (CourierState, CourierDestination): the same list as the web UI with the\n"+
-			"query printed on stderr. Visibility lags a moment behind the deliveries.\n\n"+
-			"States: "+strings.Join(starter.ListStates, ", ")+".\n"+
-			"A delivery waiting to retry or looking up its effect shows as delivering.")
+func listCommand() *cobra.Command {
 	var o starter.ListOptions
-	fs.StringVar(&o.State, "state", "", "only deliveries in this `state`, e.g. awaiting_review")
-	fs.StringVar(&o.Destination, "destination", "", "only deliveries to this destination `name`")
-	fs.IntVar(&o.Limit, "limit", 100, "at most `n` deliveries (0: all)")
-	asJSON := fs.Bool("json", false, "print JSON instead of a table")
-	destinations := fs.String("destinations", "", "destinations `file`: check --destination is in it")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return err
+	var asJSON bool
+	var destinations string
+	c := &cobra.Command{
+		Use:   "list [--state STATE] [--destination D] [flags]",
+		Short: "list deliveries, e.g. those awaiting review",
+		Long: "Lists deliveries, newest first, from Temporal's visibility store by their search\n" +
+			"attributes (CourierState, CourierDestination): the same list as the web UI with the\n" +
+			"query printed on stderr. Visibility lags a moment behind the deliveries.\n\n" +
+			"States: " + strings.Join(starter.ListStates, ", ") + ".\n" +
+			"A delivery waiting to retry or looking up its effect shows as delivering.",
+		Example: `  courier list --state awaiting_review
+  courier list --destination helpdesk --limit 10 --json`,
+		Args:        noArgs,
+		Annotations: exits(basicExits...),
 	}
-	if len(pos) > 0 {
-		return usageError("unexpected argument %q: list takes flags only (see -h)", pos[0])
-	}
-	if o.State != "" && !slices.Contains(starter.ListStates, o.State) {
-		return usageError("--state %q unknown; use one of %s", o.State, strings.Join(starter.ListStates, ", "))
-	}
-	if o.Limit < 0 {
-		return usageError("--limit must not be negative")
-	}
-	if o.Destination != "" {
-		if _, err := checkDestination(*destinations, o.Destination); err != nil {
-			return err
+	f := c.Flags()
+	f.StringVar(&o.State, "state", "", "only deliveries in this `state`, e.g. awaiting_review")
+	f.StringVar(&o.Destination, "destination", "", "only deliveries to this destination `name`")
+	f.IntVar(&o.Limit, "limit", 100, "at most `n` deliveries (0: all)")
+	f.BoolVar(&asJSON, "json", false, "print JSON instead of a table")
+	f.StringVar(&destinations, "destinations", "", "destinations `file`: check --destination is in it")
+	choices(c, "state", starter.ListStates...)
+	_ = c.MarkFlagFilename("destinations", "json")
+	c.RunE = func(c *cobra.Command, _ []string) error {
+		if o.State != "" && !slices.Contains(starter.ListStates, o.State) {
+			return usageError("--state %q unknown; use one of %s", o.State, strings.Join(starter.ListStates, ", "))
 		}
+		if o.Limit < 0 {
+			return usageError("--limit must not be negative")
+		}
+		if o.Destination != "" {
+			if _, err := checkDestination(destinations, o.Destination); err != nil {
+				return err
+			}
+		}
+		ctx := c.Context()
+		return withStarter(ctx, func(s *starter.Client) error { return list(ctx, s, o, asJSON) })
 	}
+	return c
+}
 
-	s, closeClient, err := connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer closeClient()
+// list prints the deliveries o selects: a table, or JSON.
+func list(ctx context.Context, s *starter.Client, o starter.ListOptions, asJSON bool) error {
 	ds, err := s.List(ctx, o)
 	if err != nil {
 		return startError(err)
@@ -58,7 +68,7 @@ func runList(ctx context.Context, args []string) error {
 		noun = "delivery"
 	}
 	fmt.Fprintf(os.Stderr, "%d %s where %s\n", len(ds), noun, o.Query())
-	if *asJSON {
+	if asJSON {
 		if ds == nil {
 			ds = []starter.Delivery{}
 		}

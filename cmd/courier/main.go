@@ -5,75 +5,99 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
-	"sort"
+	"strings"
 	"syscall"
+
+	"github.com/spf13/cobra"
 )
 
-type command struct {
-	summary string
-	run     func(ctx context.Context, args []string) error
-}
-
-var commands = map[string]command{
-	"worker":       {"run a worker: deliveries and their activities", runWorker},
-	"dev":          {"run everything locally: dev server, web UI, worker, sandbox destinations", runDev},
-	"sandbox":      {"serve the sandbox destinations (a ticket service for trying Courier)", runSandbox},
-	"deliver":      {"start (or join) a delivery and print its result", runDeliver},
-	"review":       {"decide a delivery awaiting review: retry, delivered or abandon", runReview},
-	"status":       {"print a delivery's status", runStatus},
-	"list":         {"list deliveries, e.g. those awaiting review", runList},
-	"probe":        {"check that a destination honours its declared contract", runProbe},
-	"faultlab":     {"run every seed fault case and print the report (JSON)", runFaultlab},
-	"bench":        {"measure Courier against Temporal's own ceiling", runBench},
-	"soak":         {"chaos soak: kill workers, restart the server, count effects", runSoak},
-	"codec-server": {"serve the payload codec for the Temporal web UI", runCodecServer},
-}
-
-// exitError carries a specific exit status out of a command.
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e *exitError) Error() string { return e.err.Error() }
-
 func main() {
-	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
-		usage()
-		os.Exit(2)
-	}
-	cmd, ok := commands[os.Args[1]]
-	if !ok {
-		fmt.Fprintf(os.Stderr, "courier: unknown command %q\n\n", os.Args[1])
-		usage()
-		os.Exit(2)
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := cmd.run(ctx, os.Args[2:]); err != nil {
-		code := 1
-		if e, ok := err.(*exitError); ok {
-			code = e.code
-		}
-		if err.Error() != "" {
-			fmt.Fprintf(os.Stderr, "courier %s: %v\n", os.Args[1], err)
-		}
-		os.Exit(code)
-	}
+	args := os.Args[1:]
+
+	cmd, err := execute(ctx, args)
+	os.Exit(report(cmd.CommandPath(), err))
 }
 
-func usage() {
-	fmt.Fprintln(os.Stderr, "usage: courier COMMAND [flags]\n\ncommands:")
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
+// report prints err, if it says anything, and returns the exit status.
+func report(command string, err error) int {
+	if err == nil {
+		return codeOK
 	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(os.Stderr, "  %-10s %s\n", n, commands[n].summary)
+	code := codeError
+	var e *exitError
+	if errors.As(err, &e) {
+		code = e.code
 	}
-	fmt.Fprintln(os.Stderr, "\nRun 'courier COMMAND -h' for a command's flags.")
+	if msg := err.Error(); msg != "" {
+		fmt.Fprintf(os.Stderr, "%s: %s\n", command, msg)
+	}
+	return code
+}
+
+// execute runs the command args name and returns it, with its error.
+func execute(ctx context.Context, args []string) (*cobra.Command, error) {
+	root := newRoot()
+	root.SetArgs(append([]string{}, args...)) // never nil: cobra would read os.Args
+	return root.ExecuteContextC(ctx)
+}
+
+// newRoot is the courier command and its subcommands.
+func newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "courier COMMAND [flags]",
+		Short: "deliver business operations exactly once in effect, on Temporal",
+		Long: "Courier delivers business operations to destinations exactly once in effect, on Temporal.\n" +
+			"Every command finds Temporal through Temporal's standard client environment\n" +
+			"(TEMPORAL_ADDRESS, default localhost:7233; TEMPORAL_NAMESPACE; TLS and API key).\n" +
+			"Results go to stdout, messages and help to stderr. Every command exits 0, 1 or 2;\n" +
+			"the others are the delivery commands' outcomes, listed in each one's help.",
+		Args:                       cobra.ArbitraryArgs,
+		RunE:                       unknownCommand,
+		PersistentPreRunE:          checkRequired,
+		SilenceErrors:              true,
+		SilenceUsage:               true,
+		DisableFlagsInUseLine:      true,
+		SuggestionsMinimumDistance: 2,
+	}
+	root.AddCommand(
+		workerCommand(), devCommand(), sandboxCommand(),
+		deliverCommand(), reviewCommand(), statusCommand(), listCommand(), probeCommand(),
+		faultlabCommand(), benchCommand(), soakCommand(), codecServerCommand(),
+	)
+	root.SetHelpFunc(help)
+	root.SetUsageFunc(func(c *cobra.Command) error { help(c, nil); return nil }) // one format
+	root.SetFlagErrorFunc(flagError)
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		c.Flags().SortFlags = false    // in the order declared: the required ones first
+		c.DisableFlagsInUseLine = true // each Use says which flags it takes
+		switch c.Name() {
+		case "help":
+			c.Short = "print a command's help"
+		case "completion":
+			c.Short = "print the shell completion script for bash, zsh, fish or powershell"
+		}
+	}
+	return root
+}
+
+// unknownCommand runs for `courier` alone or with a word that is no
+// command: both are usage errors.
+func unknownCommand(c *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		help(c, args)
+		return &exitError{code: codeUsage, err: errors.New("")}
+	}
+	msg := fmt.Sprintf("unknown command %q", args[0])
+	if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += fmt.Sprintf(" (did you mean %s?)", strings.Join(s, " or "))
+	}
+	return usageError("%s: run 'courier -h' for the commands", msg)
 }

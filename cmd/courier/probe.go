@@ -7,47 +7,54 @@ import (
 	"os"
 	"strings"
 
+	"github.com/spf13/cobra"
+
 	"github.com/abde64c9/courier/activities/probe"
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/worker"
 )
 
-func runProbe(ctx context.Context, args []string) error {
-	fs := newFlagSet("probe", "DESTINATION --destinations FILE [--payload JSON|@file] [--json]",
-		"Checks that a destination does what its contract in the destinations file declares,\n"+
-			"through the adapter a worker would use (no Temporal needed). It sends a probe operation\n"+
-			"(operation "+probe.Operation+", a business id unique to the run, a payload saying it is a\n"+
-			"probe) and, by dedup kind:\n\n"+
-			"  key, unique-commit  sends it twice with the same key: the second must replay the first\n"+
-			"                      receipt; two effects is a contract violation (the key is ignored)\n"+
-			"  lookup              looks the fresh key up (not found), sends once, looks up again (found)\n"+
-			"  none                sends once (a second send would be a second effect)\n\n"+
-			"The effects it creates are listed so you can delete them.")
-	file := fs.String("destinations", "", "destinations `file` the workers use (required)")
-	payload := fs.String("payload", "", "probe payload, a JSON object or @`file`, for destinations that validate theirs\n(default: {\"request_id\": <probe id>, \"subject\": \"Courier probe ...\", \"courier_probe\": true})")
-	asJSON := fs.Bool("json", false, "print the report as JSON")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return err
+func probeCommand() *cobra.Command {
+	var file, payload string
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "probe DESTINATION --destinations FILE [--payload JSON|@file] [--json]",
+		Short: "check that a destination honours its declared contract",
+		Long: "Checks that a destination does what its contract in the destinations file declares,\n" +
+			"through the adapter a worker would use (no Temporal needed). It sends a probe operation\n" +
+			"(operation " + probe.Operation + ", a business id unique to the run, a payload saying it is a\n" +
+			"probe) and, by dedup kind:\n\n" +
+			"  key, unique-commit  sends it twice with the same key: the second must replay the first\n" +
+			"                      receipt; two effects is a contract violation (the key is ignored)\n" +
+			"  lookup              looks the fresh key up (not found), sends once, looks up again (found)\n" +
+			"  none                sends once (a second send would be a second effect)\n\n" +
+			"The effects it creates are listed so you can delete them.",
+		Example:     "  courier probe ignoring --destinations config/destinations.dev.json",
+		Args:        oneArg("DESTINATION", "a destination of the destinations file"),
+		Annotations: exits(codeOK, codeError, codeUsage, codeRejected, codeViolation),
 	}
-	switch len(pos) {
-	case 0:
-		return usageError("missing DESTINATION: courier probe DESTINATION --destinations FILE")
-	case 1:
-	default:
-		return usageError("one DESTINATION expected, got %q", pos)
+	c.Flags().StringVar(&file, "destinations", "", "destinations `file` the workers use")
+	required(c, "destinations")
+	_ = c.MarkFlagFilename("destinations", "json")
+	c.Flags().StringVar(&payload, "payload", "", "probe payload, a JSON object or @`file`, for destinations that validate theirs\n"+
+		"(default: {\"request_id\": <probe id>, \"subject\": \"Courier probe ...\", \"courier_probe\": true})")
+	c.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	c.RunE = func(c *cobra.Command, args []string) error {
+		return runProbe(c.Context(), args[0], file, payload, asJSON)
 	}
-	name := pos[0]
-	if err := requireFlags([2]string{"destinations", *file}); err != nil {
-		return err
-	}
+	return c
+}
+
+// runProbe probes destination name of the destinations file and prints
+// the report.
+func runProbe(ctx context.Context, name, file, payload string, asJSON bool) (err error) {
 	var o probe.Options
-	if *payload != "" {
-		if o.Payload, err = readPayload(*payload); err != nil {
+	if payload != "" {
+		if o.Payload, err = readPayload(payload); err != nil {
 			return err
 		}
 	}
-	cfg, err := checkDestination(*file, name)
+	cfg, err := checkDestination(file, name)
 	if err != nil {
 		return err
 	}
@@ -64,7 +71,7 @@ func runProbe(ctx context.Context, args []string) error {
 	if err != nil {
 		return usageError("%w", err)
 	}
-	if *asJSON {
+	if asJSON {
 		err = printJSON(os.Stdout, r)
 	} else {
 		err = printProbe(os.Stdout, r)

@@ -1,49 +1,45 @@
 package main
 
 import (
-	"context"
 	"os"
+
+	"github.com/spf13/cobra"
 
 	"github.com/abde64c9/courier/starter"
 )
 
-func runStatus(ctx context.Context, args []string) error {
-	fs := newFlagSet("status", "KEY",
-		"Prints a delivery's status as JSON: its state, every attempt, the story of events, the\n"+
-			"evidence of a review and the receipt. KEY is the key `courier deliver` printed, or the\n"+
-			"workflow ID delivery-KEY. The exit status is 0 whatever the delivery's state.")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return err
+func statusCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "status KEY",
+		Short: "print a delivery's status",
+		Long: `Prints a delivery's status as JSON: its state, every attempt, the story of events, the
+evidence of a review and the receipt. KEY is the key ` + "`courier deliver`" + ` printed, or the
+workflow ID delivery-KEY. The exit status is 0 whatever the delivery's state.`,
+		Example:     "  courier status 3f0c9a4e-1b2d-5c6e-8f70-9a1b2c3d4e5f",
+		Args:        keyArg,
+		Annotations: exits(codeOK, codeError, codeUsage, codeUnknownKey),
+		RunE: func(c *cobra.Command, args []string) error {
+			key, _ := starter.ParseKey(args[0]) // keyArg checked it
+			ctx := c.Context()
+			return withStarter(ctx, func(s *starter.Client) error {
+				st, err := s.Status(ctx, key)
+				if err != nil {
+					return startError(err)
+				}
+				return printJSON(os.Stdout, st)
+			})
+		},
 	}
-	key, err := oneKey("status", pos)
-	if err != nil {
-		return err
-	}
-	s, closeClient, err := connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer closeClient()
-	st, err := s.Status(ctx, key)
-	if err != nil {
-		return startError(err)
-	}
-	return printJSON(os.Stdout, st)
 }
 
-// oneKey takes the single KEY argument of status and review.
-func oneKey(cmd string, pos []string) (string, error) {
-	switch len(pos) {
-	case 0:
-		return "", usageError("missing KEY: courier %s KEY (the key `courier deliver` printed, or its workflow ID)", cmd)
-	case 1:
-	default:
-		return "", usageError("one KEY expected, got %d arguments: %q", len(pos), pos)
+// keyArg takes the one KEY argument of status and review: a delivery key
+// or its workflow ID.
+func keyArg(c *cobra.Command, args []string) error {
+	if err := oneArg("KEY", "the key `courier deliver` printed, or its workflow ID")(c, args); err != nil {
+		return err
 	}
-	key, err := starter.ParseKey(pos[0])
-	if err != nil {
-		return "", usageError("%w", err)
+	if _, err := starter.ParseKey(args[0]); err != nil {
+		return usageError("%w", err)
 	}
-	return key, nil
+	return nil
 }

@@ -16,8 +16,8 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	sdktest "go.temporal.io/sdk/testsuite"
 
+	"github.com/abde64c9/courier/connect"
 	"github.com/abde64c9/courier/devserver"
-	"github.com/abde64c9/courier/worker"
 )
 
 // TemporalOptions choose the lab's Temporal server.
@@ -57,7 +57,7 @@ func StartTemporal(ctx context.Context, o TemporalOptions) (*Temporal, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	copts, err := worker.ClientOptions(o.Logger)
+	copts, err := connect.ClientOptions(o.Logger)
 	if err != nil {
 		return nil, err
 	}
