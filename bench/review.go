@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -94,7 +95,7 @@ func (r *runner) storm(ctx context.Context) (StormResult, error) {
 	})
 	res.Seconds = answers[len(answers)-1].Seconds()
 	res.FirstAnswerMs, res.MedianAnswerMs = ms(answers[0]), ms(quantile(answers, 0.5))
-	if events, err := r.events(ctx, workflows.WorkflowID(workflows.Key(in.Operation))); err == nil && len(events) > 0 {
+	if events, err := r.events(ctx, workflows.WorkflowID(opkey.Key(in.Operation))); err == nil && len(events) > 0 {
 		res.ClosedMs = ms(events[len(events)-1].GetEventTime().AsTime().Sub(start))
 	}
 	n, err := r.effects(sandboxPath(DestKey), map[string]bool{in.BusinessID: true})
@@ -418,7 +419,7 @@ func (r *runner) parked(ctx context.Context) (ParkedResult, error) {
 		ctx, cancel := context.WithTimeout(ctx, opTimeout)
 		defer cancel()
 		in := inputs[i]
-		key := workflows.Key(in.Operation)
+		key := opkey.Key(in.Operation)
 		found := ticket[in.BusinessID]
 		// An operator checks the destination: the ticket is there, so the
 		// delivery was made; or it is not (the attempt failed some other

@@ -9,6 +9,7 @@ import (
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/activities/sqldest"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -132,7 +133,7 @@ func (r *Run) courierPath(ctx context.Context, in workflows.DeliveryInput) error
 }
 
 func keyOf(in workflows.DeliveryInput) *string {
-	k := workflows.Key(in.Operation)
+	k := opkey.Key(in.Operation)
 	return &k
 }
 
@@ -476,8 +477,8 @@ func (r *Run) ledgerTwice(ctx context.Context, base string, changePayload bool) 
 }
 
 func requestFor(in workflows.DeliveryInput) activities.Request {
-	fp, _ := workflows.Fingerprint(in.Payload)
-	return activities.Request{Key: workflows.Key(in.Operation), Fingerprint: fp, Tenant: in.Tenant,
+	fp, _ := opkey.Fingerprint(in.Payload)
+	return activities.Request{Key: opkey.Key(in.Operation), Fingerprint: fp, Tenant: in.Tenant,
 		Destination: in.Destination, Operation: in.Operation.Operation, BusinessID: in.BusinessID,
 		Payload: in.Payload, Attempt: 1}
 }

@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/worker"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -212,7 +213,7 @@ func TestReplayAcceptsVersionedChange(t *testing.T) {
 		workflow.RegisterOptions{Name: workflows.WorkflowType})
 	env.RegisterActivity(dest.Activities)
 	in := Input(DestLedger, "versioned", Ticket("versioned", "ledger row"))
-	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.WorkflowID(workflows.Key(in.Operation))})
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.WorkflowID(opkey.Key(in.Operation))})
 	began := env.Now()
 	env.ExecuteWorkflow(workflows.WorkflowType, in)
 	var res workflows.DeliveryResult

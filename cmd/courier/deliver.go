@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -75,7 +76,7 @@ func runDeliver(ctx context.Context, args []string) error {
 	}
 	if err != nil && ctx.Err() != nil {
 		return fmt.Errorf("stopped waiting; the delivery goes on in Temporal: follow it with `courier status %s`",
-			workflows.Key(in.Operation))
+			opkey.Key(in.Operation))
 	}
 	if err != nil {
 		return startError(err)

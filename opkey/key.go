@@ -1,4 +1,10 @@
-package workflows
+// Package opkey is Courier's key spec: the idempotency key of a business
+// operation and the fingerprint of its payload. docs/keys.md is its
+// specification, and testdata/key_vectors.json the vectors every
+// implementation, in any language, must reproduce. Everything here is
+// frozen: a changed byte changes keys or fingerprints and defeats every
+// destination's dedup.
+package opkey
 
 import (
 	"cmp"
