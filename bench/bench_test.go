@@ -153,9 +153,9 @@ func TestSmoke(t *testing.T) {
 }
 
 // TestTicketPayloadIsTheKeyVector keeps the benchmark's payload the one the
-// key vectors (and workflows' benchmark) use.
+// key vectors (and opkey's benchmark) use.
 func TestTicketPayloadIsTheKeyVector(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("..", "workflows", "testdata", "key_vectors.json"))
+	raw, err := os.ReadFile(filepath.Join("..", "opkey", "testdata", "key_vectors.json"))
 	require.NoError(t, err)
 	var kv struct {
 		Vectors []struct {

@@ -4,11 +4,11 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/abde64c9/courier/workflows"
+	"github.com/abde64c9/courier/opkey"
 )
 
 // KeyFingerprint is the cost of deriving a delivery's key and the
-// fingerprint of its 1 KiB payload: what workflows.BenchmarkKeyAndFingerprint1KiB
+// fingerprint of its 1 KiB payload: what opkey.BenchmarkKeyAndFingerprint1KiB
 // measures, here with testing.Benchmark so the command needs no toolchain.
 // NsPerOp is the median of several runs of about a second: on a shared
 // machine one run can be a quarter slower than the next.
@@ -23,15 +23,15 @@ type KeyFingerprint struct {
 }
 
 func measureKeyFingerprint(runs int) KeyFingerprint {
-	op := workflows.Operation{Tenant: "acme", Destination: "helpdesk", Operation: "create-ticket", BusinessID: "example-001"}
+	op := opkey.Operation{Tenant: "acme", Destination: "helpdesk", Operation: "create-ticket", BusinessID: "example-001"}
 	kf := KeyFingerprint{PayloadBytes: len(ticketPayload)}
 	for range runs {
 		var failed error
 		r := testing.Benchmark(func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				_ = workflows.Key(op)
-				if _, err := workflows.Fingerprint(ticketPayload); err != nil {
+				_ = opkey.Key(op)
+				if _, err := opkey.Fingerprint(ticketPayload); err != nil {
 					failed = err
 					b.FailNow()
 				}

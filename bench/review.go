@@ -14,6 +14,7 @@ import (
 
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/internal/lab"
+	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -95,7 +96,7 @@ func (r *runner) storm(ctx context.Context) (StormResult, error) {
 	})
 	res.Seconds = answers[len(answers)-1].Seconds()
 	res.FirstAnswerMs, res.MedianAnswerMs = ms(answers[0]), ms(quantile(answers, 0.5))
-	if events, err := r.events(ctx, workflows.WorkflowID(workflows.Key(in.Operation))); err == nil && len(events) > 0 {
+	if events, err := r.events(ctx, workflows.WorkflowID(opkey.Key(in.Operation))); err == nil && len(events) > 0 {
 		res.ClosedMs = ms(events[len(events)-1].GetEventTime().AsTime().Sub(start))
 	}
 	n, err := r.st.Effects.Count(ctx, DestKey, in.BusinessID)
@@ -417,7 +418,7 @@ func (r *runner) parked(ctx context.Context) (ParkedResult, error) {
 		ctx, cancel := context.WithTimeout(ctx, opTimeout)
 		defer cancel()
 		in := inputs[i]
-		key := workflows.Key(in.Operation)
+		key := opkey.Key(in.Operation)
 		found := ticket[in.BusinessID]
 		// An operator checks the destination: the ticket is there, so the
 		// delivery was made; or it is not (the attempt failed some other

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/abde64c9/courier/internal/lab"
+	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -33,7 +34,7 @@ var ticketPayload []byte
 func (r *runner) input(dest, tag string, seq int64) workflows.DeliveryInput {
 	id := fmt.Sprintf("%s-%s-%d", r.runID, tag, seq)
 	return workflows.DeliveryInput{
-		Operation: workflows.Operation{Tenant: "bench", Destination: dest, Operation: "create-ticket", BusinessID: id},
+		Operation: opkey.Operation{Tenant: "bench", Destination: dest, Operation: "create-ticket", BusinessID: id},
 		Payload:   r.withRequestID(id),
 	}
 }
@@ -98,7 +99,7 @@ func (r *runner) direct(ctx context.Context, seq int64) error {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(sandbox.KeyHeader, workflows.Key(in.Operation))
+	req.Header.Set(sandbox.KeyHeader, opkey.Key(in.Operation))
 	resp, err := directClient.Do(req)
 	if err != nil {
 		return err
@@ -137,7 +138,7 @@ func (r *runner) workflowSides() []side {
 
 func (r *runner) deliveryID(dest, side string) func(seq int64) string {
 	return func(seq int64) string {
-		return workflows.WorkflowID(workflows.Key(r.input(dest, side, seq).Operation))
+		return workflows.WorkflowID(opkey.Key(r.input(dest, side, seq).Operation))
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/abde64c9/courier/config"
 	"github.com/abde64c9/courier/devserver"
+	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/workflows"
 )
 
@@ -65,9 +66,9 @@ func (s *Stack) Banner() string {
 
 	c := s.o.Command
 	run := s.started.Format("150405")
-	dup := workflows.Operation{Destination: "helpdesk", Operation: "create-ticket", BusinessID: "order-" + run + "-1"}
-	unk := workflows.Operation{Destination: "legacy", Operation: "create-ticket", BusinessID: "order-" + run + "-2"}
-	deliver := func(op workflows.Operation, subject string) string {
+	dup := opkey.Operation{Destination: "helpdesk", Operation: "create-ticket", BusinessID: "order-" + run + "-1"}
+	unk := opkey.Operation{Destination: "legacy", Operation: "create-ticket", BusinessID: "order-" + run + "-2"}
+	deliver := func(op opkey.Operation, subject string) string {
 		return fmt.Sprintf("%s deliver --destination %s --operation %s --id %s --payload '{\"subject\": %q}'",
 			c, op.Destination, op.Operation, op.BusinessID, subject)
 	}
@@ -89,7 +90,7 @@ func (s *Stack) Banner() string {
 	p("  %s list --state %s", c, workflows.StateAwaitingReview)
 	p("  curl -s '%s/admin/records?destination=legacy'   # the ticket is there: note its id", s.SandboxURL())
 	p("  %s review %s --decision delivered --reviewer you --resource-id ticket-N --note 'found in legacy'",
-		c, workflows.Key(unk))
+		c, opkey.Key(unk))
 	if s.SandboxURL() == "http://"+config.DevSandboxAddr {
 		p("")
 		p("  # 4. Does a destination do what its contract says? (from the Courier checkout)")

@@ -19,6 +19,7 @@ import (
 	"github.com/abde64c9/courier/devserver"
 	"github.com/abde64c9/courier/devstack"
 	"github.com/abde64c9/courier/internal/lab"
+	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/workflows"
@@ -110,7 +111,7 @@ func TestStackKeepsDeliveriesAcrossRestarts(t *testing.T) {
 	st := starter.New(s.Client())
 	ticket := func(dest, id string) workflows.DeliveryInput {
 		return workflows.DeliveryInput{
-			Operation: workflows.Operation{Destination: dest, Operation: "create-ticket", BusinessID: id},
+			Operation: opkey.Operation{Destination: dest, Operation: "create-ticket", BusinessID: id},
 			Payload:   json.RawMessage(`{"subject": "kept across restarts"}`),
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/workflows"
 )
 
@@ -25,9 +26,9 @@ func TestChecksCatchViolations(t *testing.T) {
 		bad(d, format, args...)
 	}
 	mk := func(dest string, dedup contract.Dedup, id string) *delivery {
-		d := &delivery{dedup: dedup, in: workflows.DeliveryInput{Operation: workflows.Operation{
+		d := &delivery{dedup: dedup, in: workflows.DeliveryInput{Operation: opkey.Operation{
 			Tenant: "soak", Destination: dest, Operation: "create-ticket", BusinessID: id}}}
-		d.key = workflows.Key(d.in.Operation)
+		d.key = opkey.Key(d.in.Operation)
 		r.deliveries = append(r.deliveries, d)
 		return d
 	}

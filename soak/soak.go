@@ -29,6 +29,7 @@ import (
 	"github.com/abde64c9/courier/connect"
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/devserver"
+	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/workflows"
@@ -296,10 +297,10 @@ func (r *run) plan() {
 		}
 		payload, _ := json.Marshal(map[string]string{"request_id": id, "subject": subject})
 		dl.in = workflows.DeliveryInput{
-			Operation: workflows.Operation{Tenant: "soak", Destination: name, Operation: "create-ticket", BusinessID: id},
+			Operation: opkey.Operation{Tenant: "soak", Destination: name, Operation: "create-ticket", BusinessID: id},
 			Payload:   payload,
 		}
-		dl.key = workflows.Key(dl.in.Operation)
+		dl.key = opkey.Key(dl.in.Operation)
 		r.deliveries = append(r.deliveries, dl)
 		r.byKey[dl.key] = dl
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 
 	"github.com/abde64c9/courier/connect"
+	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -34,7 +35,7 @@ func Example() {
 	s := starter.New(c)
 
 	in := workflows.DeliveryInput{
-		Operation: workflows.Operation{
+		Operation: opkey.Operation{
 			Tenant: "acme", Destination: "helpdesk", Operation: "create-ticket", BusinessID: "example-001",
 		},
 		Payload: json.RawMessage(`{"request_id": "example-001", "subject": "Move the workshop booking"}`),
@@ -49,7 +50,7 @@ func Example() {
 	}
 	fmt.Println(first.Status, again.Status)
 	fmt.Println("same receipt:", first.Receipt.ResourceID == again.Receipt.ResourceID)
-	fmt.Println("key:", first.Key == workflows.Key(in.Operation))
+	fmt.Println("key:", first.Key == opkey.Key(in.Operation))
 	// Output:
 	// created duplicate
 	// same receipt: true
@@ -67,7 +68,7 @@ func ExampleConflictError() {
 	defer c.Close()
 	s := starter.New(c)
 
-	op := workflows.Operation{Tenant: "acme", Destination: "helpdesk", Operation: "create-ticket", BusinessID: "example-002"}
+	op := opkey.Operation{Tenant: "acme", Destination: "helpdesk", Operation: "create-ticket", BusinessID: "example-002"}
 	if _, err := s.Deliver(ctx, workflows.DeliveryInput{
 		Operation: op, Payload: json.RawMessage(`{"request_id": "example-002", "subject": "Order lunch"}`),
 	}); err != nil {
@@ -78,7 +79,7 @@ func ExampleConflictError() {
 	})
 	var conflict *starter.ConflictError
 	if errors.As(err, &conflict) {
-		fmt.Println("conflict for", conflict.Key == workflows.Key(op), "- nothing was sent")
+		fmt.Println("conflict for", conflict.Key == opkey.Key(op), "- nothing was sent")
 	}
 	// Output:
 	// conflict for true - nothing was sent
@@ -96,7 +97,7 @@ func ExampleClient_Start() {
 	s := starter.New(c)
 
 	in := workflows.DeliveryInput{
-		Operation: workflows.Operation{Tenant: "acme", Destination: "ledger", Operation: "book-payment", BusinessID: "example-003"},
+		Operation: opkey.Operation{Tenant: "acme", Destination: "ledger", Operation: "book-payment", BusinessID: "example-003"},
 		Payload:   json.RawMessage(`{"amount_cents": 12500, "currency": "EUR"}`),
 	}
 	h, err := s.Start(ctx, in)
@@ -136,7 +137,7 @@ func ExampleClient_Review() {
 	s := starter.New(c)
 
 	st, err := s.Deliver(ctx, workflows.DeliveryInput{
-		Operation: workflows.Operation{Tenant: "acme", Destination: "lossy", Operation: "create-ticket", BusinessID: "example-004"},
+		Operation: opkey.Operation{Tenant: "acme", Destination: "lossy", Operation: "create-ticket", BusinessID: "example-004"},
 		Payload:   json.RawMessage(`{"request_id": "example-004", "subject": "Call back the customer"}`),
 	})
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/workflows"
 )
 
@@ -94,11 +95,11 @@ func (s *Client) handle(in workflows.DeliveryInput) (Handle, error) {
 	if err := in.Validate(); err != nil {
 		return Handle{}, &InvalidRequestError{err}
 	}
-	fp, err := workflows.Fingerprint(in.Payload)
+	fp, err := opkey.Fingerprint(in.Payload)
 	if err != nil {
 		return Handle{}, &InvalidRequestError{err}
 	}
-	key := workflows.Key(in.Operation)
+	key := opkey.Key(in.Operation)
 	return Handle{Key: key, Fingerprint: fp, WorkflowID: workflows.WorkflowID(key)}, nil
 }
 
@@ -490,7 +491,7 @@ func (s *Client) List(ctx context.Context, o ListOptions) ([]Delivery, error) {
 }
 
 // Summary is the web UI's one-line summary of a delivery.
-func Summary(op workflows.Operation) string {
+func Summary(op opkey.Operation) string {
 	s := fmt.Sprintf("%s → %s · %s", op.Operation, op.Destination, op.BusinessID)
 	if op.Tenant != "" {
 		s += " (" + op.Tenant + ")"

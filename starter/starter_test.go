@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/abde64c9/courier/internal/lab"
+	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/testsuite"
@@ -80,7 +81,7 @@ func TestListByState(t *testing.T) {
 	createdID, parkedID := uniqueID("vis-created"), uniqueID("vis-parked")
 	created := testsuite.Input(lab.DestHelpdesk, createdID, lab.Ticket(createdID, "Book the room"))
 	parked := testsuite.Input(lab.DestLegacy, parkedID, lab.Ticket(parkedID, "Call back the customer"))
-	createdKey, parkedKey := workflows.Key(created.Operation), workflows.Key(parked.Operation)
+	createdKey, parkedKey := opkey.Key(created.Operation), opkey.Key(parked.Operation)
 
 	st, err := s.Deliver(ctx, created)
 	require.NoError(t, err)
@@ -187,7 +188,7 @@ func TestJoinWithoutMemo(t *testing.T) {
 	s := newStarter()
 	id := uniqueID("nomemo")
 	in := testsuite.Input(lab.DestHelpdesk, id, lab.Ticket(id, "Order lunch"))
-	key := workflows.Key(in.Operation)
+	key := opkey.Key(in.Operation)
 	run, err := fx.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID: workflows.WorkflowID(key), TaskQueue: workflows.TaskQueue,
 	}, workflows.WorkflowType, in)

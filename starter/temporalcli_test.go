@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/abde64c9/courier/devserver"
+	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/workflows"
@@ -63,7 +64,7 @@ func keyFromSpec(tenant, destination, operation, businessID string) string {
 func TestTemporalCLIOnly(t *testing.T) {
 	id := uniqueID("cli-only")
 	key := keyFromSpec("acme", "legacy", "create-ticket", id)
-	require.Equal(t, workflows.Key(workflows.Operation{Tenant: "acme", Destination: "legacy", Operation: "create-ticket", BusinessID: id}), key,
+	require.Equal(t, opkey.Key(opkey.Operation{Tenant: "acme", Destination: "legacy", Operation: "create-ticket", BusinessID: id}), key,
 		"the documented derivation gives the key the workers derive")
 	wfID := "delivery-" + key
 	// Already canonical (sorted members, no white space), so its SHA-256 is the fingerprint.

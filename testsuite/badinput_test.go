@@ -49,6 +49,7 @@ import (
 
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/internal/lab"
+	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/worker"
 	"github.com/abde64c9/courier/workflows"
@@ -63,7 +64,7 @@ func TestBadStarts(t *testing.T) {
 	rl.withWorker(t, env)
 	st := starter.New(rl.Temporal.Client())
 
-	long := strings.Repeat("x", workflows.MaxFieldBytes+1)
+	long := strings.Repeat("x", opkey.MaxFieldBytes+1)
 	withPayload := func(p string) func(in *workflows.DeliveryInput) {
 		return func(in *workflows.DeliveryInput) { in.Payload = json.RawMessage(p) }
 	}
@@ -87,8 +88,8 @@ func TestBadStarts(t *testing.T) {
 		{name: "payload with a lone surrogate", change: withPayload(`{"subject": "\ud800"}`),
 			want: `is a lone UTF-16 surrogate`, byHand: true},
 		{name: "payload over the limit", change: func(in *workflows.DeliveryInput) {
-			in.Payload = lab.Ticket(in.BusinessID, strings.Repeat("y", workflows.MaxPayloadBytes))
-		}, want: fmt.Sprintf("bytes, the limit is %d", workflows.MaxPayloadBytes), byHand: true},
+			in.Payload = lab.Ticket(in.BusinessID, strings.Repeat("y", opkey.MaxPayloadBytes))
+		}, want: fmt.Sprintf("bytes, the limit is %d", opkey.MaxPayloadBytes), byHand: true},
 		{name: "business_id over 255 bytes", change: func(in *workflows.DeliveryInput) { in.BusinessID += long },
 			want: "business_id: ", byHand: true},
 		{name: "tenant over 255 bytes", change: func(in *workflows.DeliveryInput) { in.Tenant = long },
@@ -119,7 +120,7 @@ func TestBadStarts(t *testing.T) {
 				var invalid *starter.InvalidRequestError
 				require.ErrorAs(t, err, &invalid)
 				require.ErrorContains(t, err, row.want)
-				_, err = rl.Temporal.Client().DescribeWorkflowExecution(ctx, workflows.WorkflowID(workflows.Key(in.Operation)), "")
+				_, err = rl.Temporal.Client().DescribeWorkflowExecution(ctx, workflows.WorkflowID(opkey.Key(in.Operation)), "")
 				var nf *serviceerror.NotFound
 				require.ErrorAs(t, err, &nf, "a refused request must start nothing")
 			}
@@ -132,7 +133,7 @@ func TestBadStarts(t *testing.T) {
 					hand.Tenant = "by-hand" // its own operation, so its own workflow ID
 				}
 				run, err := rl.Temporal.Client().ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-					ID: workflows.WorkflowID(workflows.Key(hand.Operation)), TaskQueue: workflows.TaskQueue,
+					ID: workflows.WorkflowID(opkey.Key(hand.Operation)), TaskQueue: workflows.TaskQueue,
 				}, workflows.WorkflowType, hand)
 				require.NoError(t, err)
 				var res workflows.DeliveryResult
@@ -186,7 +187,7 @@ func TestBadStarts(t *testing.T) {
 func waitResult(ctx context.Context, t *testing.T, c client.Client, in workflows.DeliveryInput) workflows.DeliveryResult {
 	t.Helper()
 	var res workflows.DeliveryResult
-	require.NoError(t, c.GetWorkflow(ctx, workflows.WorkflowID(workflows.Key(in.Operation)), "").Get(ctx, &res))
+	require.NoError(t, c.GetWorkflow(ctx, workflows.WorkflowID(opkey.Key(in.Operation)), "").Get(ctx, &res))
 	return res
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/internal/lab"
+	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -134,7 +135,7 @@ func (r *Run) courierPath(ctx context.Context, in workflows.DeliveryInput) error
 }
 
 func keyOf(in workflows.DeliveryInput) *string {
-	k := workflows.Key(in.Operation)
+	k := opkey.Key(in.Operation)
 	return &k
 }
 
@@ -357,7 +358,7 @@ func Cases() []Case {
 				Courier: &Want{Effects: 1, Outcome: statusDuplicate}},
 			Run: func(ctx context.Context, r *Run) error {
 				in := r.ledgerRow("lost-ack")
-				n, err := blindRetryWithoutKey(ctx, r.Env.LedgerPath, workflows.Key(in.Operation), in.Payload)
+				n, err := blindRetryWithoutKey(ctx, r.Env.LedgerPath, opkey.Key(in.Operation), in.Payload)
 				if err != nil {
 					return err
 				}

@@ -11,6 +11,7 @@ import (
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/internal/lab/faults"
+	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/worker"
 	"github.com/abde64c9/courier/workflows"
@@ -102,7 +103,7 @@ func (e *Env) Inject(dest string, f sandbox.Fault) error {
 // Input is a delivery of payload for (acme, dest, create-ticket, id).
 func Input(dest, id string, payload json.RawMessage) workflows.DeliveryInput {
 	return workflows.DeliveryInput{
-		Operation: workflows.Operation{Tenant: "acme", Destination: dest, Operation: "create-ticket", BusinessID: id},
+		Operation: opkey.Operation{Tenant: "acme", Destination: dest, Operation: "create-ticket", BusinessID: id},
 		Payload:   payload,
 	}
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/devserver"
 	"github.com/abde64c9/courier/internal/lab"
+	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/worker"
@@ -113,7 +114,7 @@ func (s *opsStack) startWorker() *lab.Worker {
 func (s *opsStack) input(dest, name string) workflows.DeliveryInput {
 	id := name + "-" + s.run
 	in := Input(dest, id, lab.Ticket(id, "operations: "+name))
-	*s.workflow = append(*s.workflow, workflows.WorkflowID(workflows.Key(in.Operation)))
+	*s.workflow = append(*s.workflow, workflows.WorkflowID(opkey.Key(in.Operation)))
 	return in
 }
 
@@ -340,7 +341,7 @@ func TestConfigDeployInFlight(t *testing.T) {
 // the server's default reuse policy.
 func (s *opsStack) uiStart(ctx context.Context, in workflows.DeliveryInput) client.WorkflowRun {
 	s.t.Helper()
-	key := workflows.Key(in.Operation)
+	key := opkey.Key(in.Operation)
 	run, err := s.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:        workflows.WorkflowID(key),
 		TaskQueue: workflows.TaskQueue,

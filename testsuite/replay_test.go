@@ -18,6 +18,7 @@ import (
 
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/internal/lab"
+	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/worker"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -213,7 +214,7 @@ func TestReplayAcceptsVersionedChange(t *testing.T) {
 		workflow.RegisterOptions{Name: workflows.WorkflowType})
 	env.RegisterActivity(dest.Activities)
 	in := Input(lab.DestLedger, "versioned", lab.Ticket("versioned", "ledger row"))
-	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.WorkflowID(workflows.Key(in.Operation))})
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.WorkflowID(opkey.Key(in.Operation))})
 	began := env.Now()
 	env.ExecuteWorkflow(workflows.WorkflowType, in)
 	var res workflows.DeliveryResult

@@ -12,6 +12,7 @@ import (
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/internal/lab"
+	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/worker"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -46,7 +47,7 @@ func (s *ReviewSuite) TearDownTest() {
 func (s *ReviewSuite) start(cfg contract.Config) workflows.DeliveryResult {
 	worker.Register(s.env, cfg, s.dest.Activities)
 	in := Input(lab.DestLegacy, s.id, lab.Ticket(s.id, "Move the workshop booking"))
-	s.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.WorkflowID(workflows.Key(in.Operation))})
+	s.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.WorkflowID(opkey.Key(in.Operation))})
 	s.env.ExecuteWorkflow(workflows.WorkflowType, in)
 	s.Require().True(s.env.IsWorkflowCompleted())
 	s.Require().NoError(s.env.GetWorkflowError())
@@ -77,7 +78,7 @@ func (s *ReviewSuite) TestQueryWhileParked() {
 	s.at(time.Hour, func() {
 		st := s.status()
 		s.Equal(workflows.StateAwaitingReview, st.State)
-		s.Equal(workflows.Key(st.Operation), st.Key)
+		s.Equal(opkey.Key(st.Operation), st.Key)
 		s.Len(st.Attempts, 1)
 		s.Equal(contract.ClassUnknown, st.Attempts[0].Class)
 		s.Require().NotNil(st.Review)

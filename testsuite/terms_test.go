@@ -16,6 +16,7 @@ import (
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/internal/lab"
+	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/worker"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -40,7 +41,7 @@ func (s *TermsSuite) SetupTest() {
 	s.Require().NoError(err)
 	s.env = s.NewTestWorkflowEnvironment()
 	s.in = Input(lab.DestHelpdesk, "terms-"+s.T().Name(), lab.Ticket("terms", "Move the workshop booking"))
-	s.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.WorkflowID(workflows.Key(s.in.Operation))})
+	s.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.WorkflowID(opkey.Key(s.in.Operation))})
 	worker.Register(s.env, s.dest.Config, s.dest.Activities)
 }
 
@@ -166,7 +167,7 @@ func (s *TermsSuite) TestOverLongDecisionIsRefusedAndCut() {
 		var meta sdkpb.WorkflowMetadata
 		s.Require().NoError(v.Get(&meta))
 		details := meta.GetCurrentDetails()
-		key := workflows.Key(s.in.Operation)
+		key := opkey.Key(s.in.Operation)
 		s.Contains(details, "cannot deduplicate a retry")
 		s.Contains(details, "courier review "+key+" --decision delivered --resource-id ID --reviewer NAME --note \"found it\"")
 		s.Contains(details, "courier review "+key+" --decision retry --reviewer NAME --note")

@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/client"
 	sdktest "go.temporal.io/sdk/testsuite"
 
+	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/worker"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -49,7 +50,7 @@ func (t TestEnv) Deliver(_ context.Context, in workflows.DeliveryInput, decide D
 	}
 	env := suite.NewTestWorkflowEnvironment()
 	env.SetTestTimeout(time.Minute)
-	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.WorkflowID(workflows.Key(in.Operation))})
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.WorkflowID(opkey.Key(in.Operation))})
 	worker.Register(env, t.Env.Config, t.Env.Activities)
 
 	var parked *workflows.DeliveryStatus

@@ -23,6 +23,7 @@ import (
 
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/devserver"
+	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/worker"
@@ -118,7 +119,7 @@ func TestMetricsAfterDeliveries(t *testing.T) {
 	s := starter.New(srv.Client())
 	op := func(dest, id string) workflows.DeliveryInput {
 		return workflows.DeliveryInput{
-			Operation: workflows.Operation{Destination: dest, Operation: "create-ticket", BusinessID: id},
+			Operation: opkey.Operation{Destination: dest, Operation: "create-ticket", BusinessID: id},
 			Payload:   json.RawMessage(`{"subject": "metrics"}`),
 		}
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/opkey"
 )
 
 // a names the activities; the worker registers a real *Activities.
@@ -96,8 +97,8 @@ type delivery struct {
 
 func (d *delivery) setup(ctx workflow.Context) error {
 	// Derived here, not trusted from the caller: a pure function of the input.
-	d.res.Key = Key(d.in.Operation)
-	d.res.Fingerprint, _ = Fingerprint(d.in.Payload) // an invalid payload is rejected in run
+	d.res.Key = opkey.Key(d.in.Operation)
+	d.res.Fingerprint, _ = opkey.Fingerprint(d.in.Payload) // an invalid payload is rejected in run
 	d.res.Attempts = []Attempt{}
 	d.res.Events = []Event{}
 	if memo := workflow.GetInfo(ctx).Memo; memo != nil {
@@ -182,7 +183,7 @@ func (d *delivery) run(ctx workflow.Context) (DeliveryResult, error) {
 	if err := d.in.Validate(); err != nil {
 		return d.finish(ctx, StatusRejected, nil, err.Error())
 	}
-	if _, err := Fingerprint(d.in.Payload); err != nil {
+	if _, err := opkey.Fingerprint(d.in.Payload); err != nil {
 		return d.finish(ctx, StatusRejected, nil, err.Error())
 	}
 	// One workflow per operation is what makes a second start join the
@@ -668,7 +669,7 @@ func (d *delivery) ensureSearchAttributes(ctx workflow.Context) error {
 }
 
 // OperationSearchAttributes are a delivery's visibility attributes.
-func OperationSearchAttributes(op Operation, key string, state State) []temporal.SearchAttributeUpdate {
+func OperationSearchAttributes(op opkey.Operation, key string, state State) []temporal.SearchAttributeUpdate {
 	return []temporal.SearchAttributeUpdate{
 		SAKey.ValueSet(key),
 		SADestination.ValueSet(op.Destination),

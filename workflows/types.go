@@ -9,12 +9,13 @@ import (
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/opkey"
 )
 
 // DeliveryInput is the Delivery workflow's input: one business operation and
 // its payload. Plain JSON, so any SDK or the temporal CLI can start it.
 type DeliveryInput struct {
-	Operation
+	opkey.Operation
 	Payload json.RawMessage `json:"payload"`
 }
 
@@ -218,7 +219,7 @@ type Settled struct {
 
 // DeliveryStatus is the answer to query "status".
 type DeliveryStatus struct {
-	State     State     `json:"state"`
-	Operation Operation `json:"operation"`
+	State     State           `json:"state"`
+	Operation opkey.Operation `json:"operation"`
 	DeliveryResult
 }

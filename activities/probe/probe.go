@@ -24,7 +24,7 @@ import (
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
-	"github.com/abde64c9/courier/workflows"
+	"github.com/abde64c9/courier/opkey"
 )
 
 // Verdict is what the probe concluded.
@@ -120,18 +120,18 @@ func Run(ctx context.Context, name string, d contract.Destination, ad activities
 	if len(o.Payload) == 0 {
 		o.Payload = DefaultPayload(o.BusinessID)
 	}
-	op := workflows.Operation{Tenant: Tenant, Destination: name, Operation: Operation, BusinessID: o.BusinessID}
+	op := opkey.Operation{Tenant: Tenant, Destination: name, Operation: Operation, BusinessID: o.BusinessID}
 	if err := op.Validate(); err != nil {
 		return Report{}, err
 	}
-	fp, err := workflows.Fingerprint(o.Payload)
+	fp, err := opkey.Fingerprint(o.Payload)
 	if err != nil {
 		return Report{}, err
 	}
 	p := &prober{
 		ad: ad, c: d.Contract,
 		req: activities.Request{
-			Key: workflows.Key(op), Fingerprint: fp, Tenant: op.Tenant, Destination: name,
+			Key: opkey.Key(op), Fingerprint: fp, Tenant: op.Tenant, Destination: name,
 			Operation: op.Operation, BusinessID: op.BusinessID, Payload: o.Payload,
 		},
 		r: Report{

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -27,7 +28,7 @@ func readPayload(arg string) (json.RawMessage, error) {
 		}
 		where = "--payload " + arg
 	}
-	if _, err := workflows.Fingerprint(b); err != nil {
+	if _, err := opkey.Fingerprint(b); err != nil {
 		var syn *json.SyntaxError
 		if errors.As(json.Unmarshal(b, new(any)), &syn) {
 			line, col := lineCol(b, syn.Offset)

@@ -26,6 +26,7 @@ import (
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/devserver"
 	"github.com/abde64c9/courier/internal/lab"
+	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/testsuite"
@@ -123,7 +124,7 @@ func (c *cli) effects(dest, id string) int {
 
 // keyOf is the key of an (acme, dest, create-ticket, id) delivery.
 func keyOf(dest, id string) string {
-	return workflows.Key(workflows.Operation{Tenant: "acme", Destination: dest, Operation: "create-ticket", BusinessID: id})
+	return opkey.Key(opkey.Operation{Tenant: "acme", Destination: dest, Operation: "create-ticket", BusinessID: id})
 }
 
 // closedPort is a loopback address nothing listens on.
@@ -265,7 +266,7 @@ func testNotDelivered(t *testing.T, c *cli) {
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	require.NoError(t, cmd.Start())
-	key := workflows.Key(workflows.Operation{Destination: "helpdesk", Operation: "create-ticket", BusinessID: "cli-interrupted"})
+	key := opkey.Key(opkey.Operation{Destination: "helpdesk", Operation: "create-ticket", BusinessID: "cli-interrupted"})
 	require.Eventually(t, func() bool {
 		s := c.courier("status", key)
 		return s.code == codeOK && len(status(t, s).Attempts) > 0

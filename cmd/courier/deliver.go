@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -82,7 +83,7 @@ func deliver(ctx context.Context, s *starter.Client, in workflows.DeliveryInput,
 	}
 	if err != nil && ctx.Err() != nil {
 		return fmt.Errorf("stopped waiting; the delivery goes on in Temporal: follow it with `courier status %s`",
-			workflows.Key(in.Operation))
+			opkey.Key(in.Operation))
 	}
 	if err != nil {
 		return startError(err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/workflows"
 )
 
@@ -24,7 +25,7 @@ func TestStack(t *testing.T) {
 
 	deliver := func(id string) workflows.DeliveryStatus {
 		st, err := s.Starter.Deliver(ctx, workflows.DeliveryInput{
-			Operation: workflows.Operation{Tenant: "lab", Destination: DestHelpdesk, Operation: "create-ticket", BusinessID: id},
+			Operation: opkey.Operation{Tenant: "lab", Destination: DestHelpdesk, Operation: "create-ticket", BusinessID: id},
 			Payload:   Ticket(id, "lab test"),
 		})
 		require.NoError(t, err)

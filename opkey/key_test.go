@@ -1,4 +1,4 @@
-package workflows
+package opkey
 
 import (
 	"bytes"
@@ -208,6 +208,11 @@ func TestCanonicalJSONErrors(t *testing.T) {
 		"{\"a\":\"\x01\"}":      `payload: invalid JSON at offset 6: invalid character 0x01 in string literal`,
 		`{"a":"\ud800"}`:        `payload: invalid string at offset 6: \ud800 is a lone UTF-16 surrogate`,
 		"{\"a\":\"ok\xff\"}":    `payload: invalid UTF-8 at offset 8: payloads must be UTF-8`,
+		// The first problem in document order, a duplicate when its object closes.
+		`{"x":{"a":1,"a":2},}`:           `payload: duplicate member name "a"`,
+		`{"a":1,"a":2`:                   `payload: invalid JSON at offset 12: unexpected end of input`,
+		"{\"a\":\"\xff\",}":              `payload: invalid UTF-8 at offset 6: payloads must be UTF-8`,
+		`{"a":["\ud800",{"c":1,"c":2}]}`: `payload: invalid string at offset 7: \ud800 is a lone UTF-16 surrogate`,
 	}
 	for in, want := range cases {
 		_, err := CanonicalJSON([]byte(in))
@@ -238,8 +243,7 @@ func TestPayloadLimits(t *testing.T) {
 	require.ErrorContains(t, err, "nested deeper than 10000 levels")
 }
 
-// Objects of more than 32 members take the other sort path: compare with
-// the reference implementation on members in order, reversed and shuffled.
+// Many members, in order, reversed and shuffled, against the reference.
 func TestCanonicalJSONManyMembers(t *testing.T) {
 	var names []string
 	for i := range 3000 {

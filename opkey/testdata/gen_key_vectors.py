@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# Regenerate key_vectors.json (run from the repository root): python3 workflows/testdata/gen_key_vectors.py
+# Regenerate key_vectors.json (run from the repository root): python3 opkey/testdata/gen_key_vectors.py
 """Independent reference for Courier keys and fingerprints (docs/keys.md).
 
 Nothing here calls the Go code: the key comes from uuid.uuid5 (checked against
