@@ -59,10 +59,7 @@ flags:
 	}
 	sum, err := soak.Run(ctx, soak.Options{
 		Deliveries: *deliveries, Seed: *seed, Rate: *rate, Kills: *kills, FaultRatio: *faults,
-		Timeout: *timeout, Dir: *dir,
-		Worker: func(destinations string) []string {
-			return []string{exe, "worker", "--destinations", destinations, "--log-level", "warn"}
-		},
+		Timeout: *timeout, Dir: *dir, Courier: exe,
 		Log:    progress,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
 	})
