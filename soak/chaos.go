@@ -77,6 +77,7 @@ func (s *workerSlot) supervise(ctx context.Context, w *lab.Worker) {
 // stopping or gave up.
 func (s *workerSlot) restart(ctx context.Context, old *lab.Worker, delay time.Duration) *lab.Worker {
 	giveUp := time.Now().Add(restartWithin)
+	logged := false
 	for {
 		select {
 		case <-time.After(delay):
@@ -99,7 +100,10 @@ func (s *workerSlot) restart(ctx context.Context, old *lab.Worker, delay time.Du
 		s.mu.Lock()
 		s.exits++
 		s.mu.Unlock()
-		s.r.logf("worker %d did not start (%v); trying again", s.n, err)
+		if !logged {
+			s.r.logf("worker %d did not start (%v); trying again every second", s.n, err)
+			logged = true
+		}
 		delay = time.Second
 	}
 }
