@@ -3,17 +3,21 @@ package soak
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
-	"os"
-	"os/exec"
 	"slices"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 
+	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/sandbox"
+)
+
+const (
+	// restartWithin bounds how long a supervisor keeps trying to start its
+	// worker again: while the server is stopped, a new process cannot
+	// become ready.
+	restartWithin = 2 * time.Minute
+	// stopGrace is how long a worker may take to stop at the end.
+	stopGrace = 20 * time.Second
 )
 
 // workerSlot is one of the worker processes. A supervisor keeps it running:
@@ -21,132 +25,120 @@ import (
 // process that exits by itself (it could not reach a stopped server, say)
 // is started again a second later.
 type workerSlot struct {
-	n        int
-	cmd      []string
-	hostPort string
-	log      io.Writer
+	n      int
+	r      *run
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the supervisor ends
 
 	mu       sync.Mutex
-	proc     *exec.Cmd
-	running  bool
+	w        *lab.Worker   // the running process; nil while it is down
 	back     time.Duration // restart delay after our kill; 0: not killed by us
 	exits    int           // exits the soak did not cause
 	stopping bool
-	done     chan struct{} // closed when the supervisor ends
 }
 
-// start starts the process and its supervisor.
-func (w *workerSlot) start() error {
-	w.done = make(chan struct{})
-	exited, err := w.spawn()
-	if err != nil {
-		return err
-	}
-	go w.supervise(exited)
-	return nil
+// superviseWorker starts the supervisor of w, a ready worker process.
+func superviseWorker(n int, w *lab.Worker, r *run) *workerSlot {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &workerSlot{n: n, r: r, cancel: cancel, done: make(chan struct{}), w: w}
+	go s.supervise(ctx, w)
+	return s
 }
 
-func (w *workerSlot) spawn() (<-chan struct{}, error) {
-	cmd := exec.Command(w.cmd[0], w.cmd[1:]...)
-	cmd.Env = workerEnv(w.hostPort)
-	cmd.Stdout, cmd.Stderr = w.log, w.log
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start worker %d (%s): %w", w.n, strings.Join(w.cmd, " "), err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	w.mu.Lock()
-	w.proc, w.running = cmd, true
-	w.mu.Unlock()
-	return exited, nil
-}
-
-func (w *workerSlot) supervise(exited <-chan struct{}) {
-	defer close(w.done)
+func (s *workerSlot) supervise(ctx context.Context, w *lab.Worker) {
+	defer close(s.done)
 	for {
-		<-exited
-		w.mu.Lock()
-		w.running = false
-		delay := w.back
-		w.back = 0
-		if delay == 0 && !w.stopping {
-			w.exits++
+		select {
+		case <-w.Done():
+		case <-ctx.Done():
+			if _, err := w.Stop(stopGrace); err != nil {
+				s.r.logf("worker %d: %v", s.n, err)
+			}
+			return
+		}
+		s.mu.Lock()
+		s.w = nil
+		delay := s.back
+		s.back = 0
+		if delay == 0 && !s.stopping {
+			s.exits++
 			delay = time.Second
 		}
-		stopping := w.stopping
-		w.mu.Unlock()
-		if stopping {
-			return
-		}
-		time.Sleep(delay)
-		if w.isStopping() {
-			return
-		}
-		var err error
-		if exited, err = w.spawn(); err != nil {
-			// The binary itself is gone: nothing a retry can fix.
-			fmt.Fprintln(w.log, "soak:", err)
+		s.mu.Unlock()
+		if w = s.restart(ctx, w, delay); w == nil {
 			return
 		}
 	}
 }
 
-func (w *workerSlot) isStopping() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.stopping
+// restart starts the exited process old again after delay, and again a
+// second after each start that fails (each waits a bounded time for the
+// new process to be ready), for up to restartWithin. Nil when the slot is
+// stopping or gave up.
+func (s *workerSlot) restart(ctx context.Context, old *lab.Worker, delay time.Duration) *lab.Worker {
+	giveUp := time.Now().Add(restartWithin)
+	logged := false
+	for {
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return nil
+		}
+		w, err := old.Restart(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err == nil:
+			s.mu.Lock()
+			s.w = w
+			s.mu.Unlock()
+			return w
+		case time.Now().After(giveUp):
+			s.r.violation("worker %d could not be started again within %s: %v", s.n, restartWithin, err)
+			return nil
+		}
+		s.mu.Lock()
+		s.exits++
+		s.mu.Unlock()
+		if !logged {
+			s.r.logf("worker %d did not start (%v); trying again every second", s.n, err)
+			logged = true
+		}
+		delay = time.Second
+	}
 }
 
 // kill SIGKILLs the process if it runs and has it restarted after back.
-func (w *workerSlot) kill(back time.Duration) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.running || w.stopping {
+func (s *workerSlot) kill(back time.Duration) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.w == nil || s.stopping {
 		return false
 	}
-	w.back = back
+	select {
+	case <-s.w.Done():
+		return false // exited by itself: the supervisor restarts it
+	default:
+	}
+	s.back = back
 	// SIGKILL: no graceful stop, attempts die mid-flight.
-	return w.proc.Process.Signal(syscall.SIGKILL) == nil
+	s.w.Kill()
+	return true
 }
 
-// stop ends the supervisor and asks the process to stop gracefully.
-func (w *workerSlot) stop() {
-	w.mu.Lock()
-	if w.stopping {
-		w.mu.Unlock()
-		<-w.done
-		return
-	}
-	w.stopping = true
-	proc, running := w.proc, w.running
-	w.mu.Unlock()
-	if running {
-		_ = proc.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-w.done:
-			return
-		case <-time.After(20 * time.Second):
-			_ = proc.Process.Kill()
-		}
-	}
-	<-w.done
+// stop ends the supervisor, stopping the process gracefully.
+func (s *workerSlot) stop() {
+	s.mu.Lock()
+	s.stopping = true
+	s.mu.Unlock()
+	s.cancel()
+	<-s.done
 }
 
-func (w *workerSlot) unexpectedExits() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.exits
-}
-
-// workerEnv is this process's environment with the Temporal address of the
-// soak's dev server; any other TEMPORAL_* setting (TLS, API key, profile)
-// would point the worker elsewhere.
-func workerEnv(hostPort string) []string {
-	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "TEMPORAL_") })
-	return append(env, "TEMPORAL_ADDRESS="+hostPort, "TEMPORAL_NAMESPACE=default")
+func (s *workerSlot) unexpectedExits() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.exits
 }
 
 // chaos kills worker processes at random moments of the window, and stops
@@ -200,16 +192,16 @@ func (r *run) killWorker(ctx context.Context) {
 
 func (r *run) restartServer(ctx context.Context) error {
 	r.logf("stopping the dev server")
-	r.server.stop()
+	r.stack.Temporal.StopServer()
 	time.Sleep(r.between(time.Second, 3*time.Second))
 	var errs []error
 	for range 3 {
-		err := r.server.start(ctx)
+		err := r.stack.Temporal.Start(ctx)
 		if err == nil {
 			r.mu.Lock()
 			r.sum.ServerRestarts++
 			r.mu.Unlock()
-			r.logf("dev server started again on %s with the same SQLite file", r.server.hostPort)
+			r.logf("dev server started again on %s with the same SQLite file", r.stack.Temporal.HostPort)
 			return nil
 		}
 		errs = append(errs, err)
@@ -231,7 +223,7 @@ func (r *run) injectFaults(ctx context.Context, window time.Duration) {
 		at = append(at, r.between(0, window))
 	}
 	slices.Sort(at)
-	dests := []string{DestKey, DestLookup, DestNone}
+	services := r.sandboxServices()
 	began := time.Now()
 	for _, t := range at {
 		select {
@@ -239,7 +231,7 @@ func (r *run) injectFaults(ctx context.Context, window time.Duration) {
 		case <-ctx.Done():
 			return
 		}
-		dest := dests[r.intn(len(dests))]
+		svc := services[r.intn(len(services))]
 		var f sandbox.Fault
 		switch r.intn(4) {
 		case 0:
@@ -251,12 +243,24 @@ func (r *run) injectFaults(ctx context.Context, window time.Duration) {
 		default:
 			f = sandbox.Fault{Kind: sandbox.FaultFail503, Count: 2 + r.intn(3)} // a burst
 		}
-		if err := r.sandbox.Inject(sandboxName[dest], f); err != nil {
-			r.violation("inject %s at %s: %v", f.Kind, dest, err)
+		if err := r.stack.Sandbox.Inject(svc, f); err != nil {
+			r.violation("inject %s at %s: %v", f.Kind, svc, err)
 			return
 		}
 		r.mu.Lock()
 		r.sum.Faults.add(f.Kind)
 		r.mu.Unlock()
 	}
+}
+
+// sandboxServices are the sandbox services behind the soak's HTTP
+// destinations.
+func (r *run) sandboxServices() []string {
+	var out []string
+	for _, name := range dests {
+		if svc := lab.SandboxService(r.stack.Config.Destinations[name]); svc != "" {
+			out = append(out, svc)
+		}
+	}
+	return out
 }

@@ -2,15 +2,14 @@ package soak
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/abde64c9/courier/activities/sqldest"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/workflows"
@@ -138,7 +137,7 @@ func (r *run) awaitSettled(ctx context.Context) bool {
 func (r *run) visibility(ctx context.Context) (map[string]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	list, err := r.starter.List(ctx, starter.ListOptions{})
+	list, err := r.stack.Starter.List(ctx, starter.ListOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -159,7 +158,7 @@ func (r *run) check(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("read visibility: %w", err)
 	}
-	effects, err := r.effects(ctx)
+	effects, err := r.stack.Effects.All(ctx)
 	if err != nil {
 		return fmt.Errorf("read the destinations' stores: %w", err)
 	}
@@ -193,7 +192,7 @@ func (r *run) check(ctx context.Context) error {
 			continue
 		}
 		var res workflows.DeliveryResult
-		if err := r.temporal.GetWorkflow(ctx, workflows.WorkflowID(d.key), "").Get(ctx, &res); err != nil {
+		if err := r.stack.Temporal.Client().GetWorkflow(ctx, workflows.WorkflowID(d.key), "").Get(ctx, &res); err != nil {
 			bad(d, "read result: %v", err)
 			continue
 		}
@@ -210,8 +209,8 @@ func (r *run) check(ctx context.Context) error {
 	}
 	r.checkOrphans(effects, bad)
 	s.FaultsApplied = map[string]int{}
-	for _, svc := range sandboxName {
-		for _, l := range r.sandbox.Requests(svc) {
+	for _, svc := range r.sandboxServices() {
+		for _, l := range r.stack.Sandbox.Requests(svc) {
 			switch l.Result {
 			case sandbox.ResultWrittenThenClosed, sandbox.ResultWrittenThenDelayed,
 				sandbox.ResultDelayedThenClosed, sandbox.ResultUnavailable:
@@ -225,7 +224,7 @@ func (r *run) check(ctx context.Context) error {
 // checkEffects counts the delivery's effects against what its destination's
 // contract allows: one, or on a none destination one plus each retry a
 // reviewer decided after looking.
-func (r *run) checkEffects(d *delivery, mine []effect, res *workflows.DeliveryResult, bad func(*delivery, string, ...any)) {
+func (r *run) checkEffects(d *delivery, mine []lab.Effect, res *workflows.DeliveryResult, bad func(*delivery, string, ...any)) {
 	s := &r.sum
 	n := len(mine)
 	if d.dedup != contract.DedupNone {
@@ -253,7 +252,7 @@ func (r *run) checkEffects(d *delivery, mine []effect, res *workflows.DeliveryRe
 }
 
 // checkStatus holds the final status against the destination's store.
-func (r *run) checkStatus(d *delivery, mine []effect, res workflows.DeliveryResult,
+func (r *run) checkStatus(d *delivery, mine []lab.Effect, res workflows.DeliveryResult,
 	lost, bad func(*delivery, string, ...any)) {
 	s := &r.sum
 	if res.Review != nil {
@@ -266,7 +265,7 @@ func (r *run) checkStatus(d *delivery, mine []effect, res workflows.DeliveryResu
 	}
 	ids := make([]string, 0, len(mine))
 	for _, e := range mine {
-		ids = append(ids, e.id)
+		ids = append(ids, e.ID)
 	}
 	switch res.Status {
 	case workflows.StatusCreated, workflows.StatusDuplicate, workflows.StatusDeliveredByReview:
@@ -297,7 +296,7 @@ func (r *run) checkStatus(d *delivery, mine []effect, res workflows.DeliveryResu
 
 // checkOrphans: every effect belongs to a delivery of this soak, under that
 // delivery's key when the destination stores one.
-func (r *run) checkOrphans(effects map[string][]effect, bad func(*delivery, string, ...any)) {
+func (r *run) checkOrphans(effects map[string][]lab.Effect, bad func(*delivery, string, ...any)) {
 	byID := map[string]*delivery{}
 	for _, d := range r.deliveries {
 		byID[d.in.BusinessID] = d
@@ -307,19 +306,12 @@ func (r *run) checkOrphans(effects map[string][]effect, bad func(*delivery, stri
 			d := byID[bid]
 			switch {
 			case d == nil:
-				r.sum.Violations = append(r.sum.Violations, fmt.Sprintf("effect %s at %s belongs to no delivery (business id %q)", e.id, e.dest, bid))
-			case e.dest != d.in.Destination:
-				bad(d, "effect %s stored at %s", e.id, e.dest)
-			case e.key != "" && e.key != d.key:
-				bad(d, "effect %s stored under key %s, not the delivery's %s", e.id, e.key, d.key)
+				r.sum.Violations = append(r.sum.Violations, fmt.Sprintf("effect %s at %s belongs to no delivery (business id %q)", e.ID, e.Dest, bid))
+			case e.Dest != d.in.Destination:
+				bad(d, "effect %s stored at %s", e.ID, e.Dest)
+			case e.Key != "" && e.Key != d.key:
+				bad(d, "effect %s stored under key %s, not the delivery's %s", e.ID, e.Key, d.key)
 			}
 		}
 	}
-}
-
-func (r *run) ledgerRows(ctx context.Context) ([]sqldest.Row, error) {
-	if r.ledger == nil {
-		return nil, errors.New("ledger not open")
-	}
-	return r.ledger.Rows(ctx)
 }

@@ -8,29 +8,19 @@ package soak
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
 
-	"go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
-	sdktest "go.temporal.io/sdk/testsuite"
-
-	"github.com/abde64c9/courier/activities/sqldest"
-	"github.com/abde64c9/courier/connect"
 	"github.com/abde64c9/courier/contract"
-	"github.com/abde64c9/courier/devserver"
+	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/opkey"
-	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -48,7 +38,25 @@ const (
 	validationRatio = 0.05
 	// workers is how many worker processes poll the task queues.
 	workers = 2
+	// reviewSettle is how long a delivery must have been parked before the
+	// reviewer looks at the destination: a request written by a worker that
+	// was just killed may still be landing.
+	reviewSettle = 2 * time.Second
 )
+
+// dests are the soak's destinations, one per dedup kind. The lab's file
+// holds others too, which the soak never delivers to (DestIgnoring makes
+// duplicates by design).
+var dests = []string{lab.DestCRM, lab.DestHelpdesk, lab.DestLedger, lab.DestLegacy}
+
+// budget is generous: the soak is about what faults and crashes do, not
+// about running out of attempts.
+var budget = lab.Budget{AttemptTimeout: 2 * time.Second, MaxAttempts: 12, Deadline: 10 * time.Minute,
+	InitialInterval: 200 * time.Millisecond, MaxInterval: 2 * time.Second}
+
+// faultDelay is past an attempt's timeout, so a delayed answer is an
+// unknown outcome.
+var faultDelay = 2 * budget.AttemptTimeout
 
 // Options configure a soak.
 type Options struct {
@@ -63,9 +71,8 @@ type Options struct {
 	// FaultRatio is sandbox faults injected per delivery (zero: none;
 	// the command's default is DefaultFaultRatio).
 	FaultRatio float64
-	// Worker is the command line of one worker process serving the
-	// destinations file it is given, e.g. courier worker --destinations F.
-	Worker func(destinations string) []string
+	// Courier is the courier binary the worker processes run.
+	Courier string
 	// Dir holds the run's files (Temporal's and the destinations' SQLite
 	// files, logs). Empty: a temporary folder, removed after a clean run.
 	Dir string
@@ -103,8 +110,8 @@ func (o *Options) defaults() error {
 		return errors.New("kills must not be negative")
 	case o.FaultRatio < 0:
 		return errors.New("fault ratio must not be negative")
-	case o.Worker == nil:
-		return errors.New("no worker command")
+	case o.Courier == "":
+		return errors.New("no courier binary to run as the workers")
 	}
 	return nil
 }
@@ -116,17 +123,8 @@ type run struct {
 	rng   *rand.Rand
 	rngMu sync.Mutex
 
-	sandbox    *sandbox.Server
-	sandboxURL string
-	cfg        contract.Config
-	cfgPath    string
-
-	ledger *sqldest.Adapter
-
-	server   *server
-	temporal client.Client
-	starter  *starter.Client
-	workers  []*workerSlot
+	stack   *lab.Stack
+	workers []*workerSlot
 
 	deliveries []*delivery
 	byKey      map[string]*delivery
@@ -167,7 +165,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		r.dir = d
 	} else if err := os.MkdirAll(r.dir, 0o755); err != nil {
 		return Summary{}, err
-	} else if _, err := os.Stat(filepath.Join(r.dir, "temporal.db")); err == nil {
+	} else if _, err := os.Stat(filepath.Join(r.dir, lab.TemporalDB)); err == nil {
 		// Its deliveries would join the earlier run's.
 		return Summary{}, fmt.Errorf("%s holds an earlier soak: use an empty folder", r.dir)
 	}
@@ -189,65 +187,31 @@ func (r *run) logf(format string, args ...any) {
 // soak runs it all within ctx; caller is the caller's context, done when
 // the soak is stopped rather than out of time.
 func (r *run) soak(ctx, caller context.Context) error {
-	stopSandbox, err := r.startSandbox()
+	closeStack, err := r.startStack(ctx)
 	if err != nil {
 		return err
 	}
-	defer stopSandbox()
-	r.cfg = Destinations(r.sandboxURL, filepath.Join(r.dir, "ledger.db"))
-	r.cfgPath = filepath.Join(r.dir, "destinations.json")
-	if err := writeConfig(r.cfgPath, r.cfg); err != nil {
-		return err
-	}
-	// The soak reads the ledger as any other client of that database.
-	if r.ledger, err = sqldest.Open(DestUnique, r.cfg.Destinations[DestUnique]); err != nil {
-		return err
-	}
-	defer r.ledger.Close()
+	defer closeStack()
 	r.plan()
-
-	if r.server, err = startServer(ctx, r.dir, r.o.Logger); err != nil {
-		return err
-	}
-	defer r.server.stop()
-	// The soak's own client outlives each server process: it reconnects.
-	co, err := connect.ClientOptions(r.o.Logger)
-	if err != nil {
-		return err
-	}
-	co.HostPort, co.Namespace = r.server.hostPort, "default"
-	if r.temporal, err = client.DialContext(ctx, co); err != nil {
-		return fmt.Errorf("connect to the dev server: %w", err)
-	}
-	defer r.temporal.Close()
-	r.starter = starter.New(r.temporal)
-
-	logFile, err := os.OpenFile(filepath.Join(r.dir, "workers.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	defer logFile.Close()
-	for i := range workers {
-		w := &workerSlot{n: i + 1, cmd: r.o.Worker(r.cfgPath), hostPort: r.server.hostPort, log: logFile}
-		if err := w.start(); err != nil {
-			return err
-		}
-		r.workers = append(r.workers, w)
-	}
-	defer func() {
-		for _, w := range r.workers {
-			w.stop()
-		}
-	}()
-	r.logf("%d deliveries at %.1f/s over %d destinations; 2 worker processes; data in %s",
-		r.o.Deliveries, r.o.Rate, len(r.cfg.Destinations), r.dir)
+	r.logf("%d deliveries at %.1f/s over %d destinations; %d worker processes; data in %s",
+		r.o.Deliveries, r.o.Rate, len(dests), workers, r.dir)
 
 	window := time.Duration(float64(r.o.Deliveries) / r.o.Rate * float64(time.Second))
 	rctx, stopReviewer := context.WithCancel(ctx)
+	reviewer := &lab.Reviewer{
+		Starter: r.stack.Starter, Effects: r.stack.Effects, Name: "soak", Settle: reviewSettle,
+		Only: func(key string) bool { return r.byKey[key] != nil },
+		Decided: func(string, workflows.ReviewDecision) {
+			r.mu.Lock()
+			r.sum.ReviewsSent++
+			r.mu.Unlock()
+		},
+		Logf: r.logf,
+	}
 	reviewerDone := make(chan struct{})
 	go func() {
 		defer close(reviewerDone)
-		r.reviewer(rctx)
+		reviewer.Run(rctx)
 	}()
 
 	var wg sync.WaitGroup
@@ -269,8 +233,8 @@ func (r *run) soak(ctx, caller context.Context) error {
 		r.logf("not every delivery settled before the time limit")
 	}
 	for _, w := range r.workers {
-		r.sum.WorkerExits += w.unexpectedExits()
 		w.stop()
+		r.sum.WorkerExits += w.unexpectedExits()
 	}
 	// The checks read history and visibility only: no worker needed, and
 	// their own time, even when the soak's ran out.
@@ -279,13 +243,56 @@ func (r *run) soak(ctx, caller context.Context) error {
 	return r.check(cctx)
 }
 
+// startStack starts the soak's lab stack in its folder: the sandbox, the
+// lab's destinations file under the soak's budget, a dev server kept in a
+// SQLite file there (the chaos stops and starts it on that file), and the
+// worker processes under their supervisors. The server and the workers log
+// to files in the folder. The returned func stops it all.
+func (r *run) startStack(ctx context.Context) (stop func(), err error) {
+	var logs []*os.File
+	closeLogs := func() {
+		for _, f := range logs {
+			_ = f.Close()
+		}
+	}
+	for _, name := range []string{"temporal.log", "workers.log"} {
+		f, err := os.OpenFile(filepath.Join(r.dir, name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			closeLogs()
+			return nil, err
+		}
+		logs = append(logs, f)
+	}
+	r.stack, err = lab.Start(ctx, lab.Options{
+		Dir: r.dir, Persist: true,
+		Temporal: lab.TemporalOptions{Log: logs[0], Logger: r.o.Logger},
+		Destinations: func(sandboxURL, dir string) (contract.Config, error) {
+			return lab.Destinations(sandboxURL, filepath.Join(dir, lab.LedgerDB), budget), nil
+		},
+		Courier: r.o.Courier, Workers: workers, WorkerArgs: []string{"--log-level", "warn"}, WorkerLog: logs[1],
+	})
+	if err != nil {
+		closeLogs()
+		return nil, err
+	}
+	for i, w := range r.stack.Workers {
+		r.workers = append(r.workers, superviseWorker(i+1, w, r))
+	}
+	return func() {
+		for _, w := range r.workers {
+			w.stop()
+		}
+		_ = r.stack.Close()
+		closeLogs()
+	}, nil
+}
+
 // plan draws every delivery: its destination (all four dedup kinds), and
 // whether its payload is one the destination will refuse.
 func (r *run) plan() {
-	names := r.cfg.Names()
 	for i := range r.o.Deliveries {
-		name := names[r.rng.IntN(len(names))]
-		d := r.cfg.Destinations[name]
+		name := dests[r.rng.IntN(len(dests))]
+		d := r.stack.Config.Destinations[name]
 		id := fmt.Sprintf("soak-%d-%05d", r.o.Seed, i)
 		subject := fmt.Sprintf("soak delivery %d", i)
 		dl := &delivery{dedup: d.Contract.Dedup}
@@ -295,10 +302,9 @@ func (r *run) plan() {
 			subject, dl.invalid = "", true
 			r.sum.Faults.Validation++
 		}
-		payload, _ := json.Marshal(map[string]string{"request_id": id, "subject": subject})
 		dl.in = workflows.DeliveryInput{
 			Operation: opkey.Operation{Tenant: "soak", Destination: name, Operation: "create-ticket", BusinessID: id},
-			Payload:   payload,
+			Payload:   lab.Ticket(id, subject),
 		}
 		dl.key = opkey.Key(dl.in.Operation)
 		r.deliveries = append(r.deliveries, dl)
@@ -347,7 +353,7 @@ func (r *run) startAll(ctx context.Context) {
 func (r *run) start(ctx context.Context, d *delivery) {
 	for attempt := 1; ; attempt++ {
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, err := r.starter.Start(sctx, d.in)
+		_, err := r.stack.Starter.Start(sctx, d.in)
 		cancel()
 		var invalid *starter.InvalidRequestError
 		var conflict *starter.ConflictError
@@ -377,93 +383,3 @@ func (r *run) violation(format string, args ...any) {
 	defer r.mu.Unlock()
 	r.sum.Violations = append(r.sum.Violations, fmt.Sprintf(format, args...))
 }
-
-// startSandbox serves the sandbox destinations on a loopback port.
-func (r *run) startSandbox() (stop func(), err error) {
-	r.sandbox, err = sandbox.Open(filepath.Join(r.dir, "sandbox.db"), sandbox.DefaultModes())
-	if err != nil {
-		return nil, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		_ = r.sandbox.Close()
-		return nil, err
-	}
-	srv := &http.Server{Handler: r.sandbox.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	r.sandboxURL = "http://" + ln.Addr().String()
-	return func() {
-		_ = r.sandbox.Close() // ends staged delays first
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-	}, nil
-}
-
-// server is the dev server, restartable on the same port and SQLite file.
-type server struct {
-	opts     devserver.Options
-	hostPort string
-	mu       sync.Mutex
-	srv      *sdktest.DevServer
-}
-
-func startServer(ctx context.Context, dir string, logger *slog.Logger) (*server, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	hostPort := ln.Addr().String()
-	_ = ln.Close()
-	log, err := os.OpenFile(filepath.Join(dir, "temporal.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	s := &server{hostPort: hostPort, opts: devserver.Options{
-		DBFile: filepath.Join(dir, "temporal.db"), HostPort: hostPort, Log: log,
-		ClientOptions: client.Options{Logger: sdkLogger(logger)},
-	}}
-	if err := s.start(ctx); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
-func (s *server) start(ctx context.Context) error {
-	srv, err := devserver.Start(ctx, s.opts)
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	s.srv = srv
-	s.mu.Unlock()
-	return nil
-}
-
-func (s *server) stop() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.srv != nil {
-		s.srv.Client().Close()
-		_ = s.srv.Stop()
-		s.srv = nil
-	}
-}
-
-// writeConfig writes cfg as the workers' destinations file, and reads it
-// back the way a worker will, so a soak never runs on a file workers refuse.
-func writeConfig(path string, cfg contract.Config) error {
-	b, err := json.MarshalIndent(cfg, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		return err
-	}
-	if _, err := contract.Load(path); err != nil {
-		return fmt.Errorf("soak destinations: %w", err)
-	}
-	return nil
-}
-
-func sdkLogger(l *slog.Logger) sdklog.Logger { return sdklog.NewStructuredLogger(l) }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/abde64c9/courier/devserver"
+	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/soak"
 )
 
@@ -25,24 +24,17 @@ func TestShortSoak(t *testing.T) {
 	}
 	_, err := devserver.Binary()
 	require.NoError(t, err, devserver.BuildHint)
-	root, err := devserver.RepoRoot()
+	bin, err := lab.BuildCourier(t.TempDir())
 	require.NoError(t, err)
-	bin := filepath.Join(t.TempDir(), "courier")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/courier")
-	build.Dir = root
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "build courier: %s", out)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var log strings.Builder
 	sum, err := soak.Run(ctx, soak.Options{
 		Deliveries: 100, Rate: 4, Kills: 5, FaultRatio: soak.DefaultFaultRatio, Seed: 1, Timeout: 4 * time.Minute,
-		Worker: func(destinations string) []string {
-			return []string{bin, "worker", "--destinations", destinations, "--log-level", "warn"}
-		},
-		Log:    &log,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
+		Courier: bin,
+		Log:     &log,
+		Logger:  slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
 	})
 	t.Log(log.String())
 	require.NoError(t, err)

@@ -54,9 +54,7 @@ duplicate, lost delivery or other violation.`,
 		if err != nil {
 			return fmt.Errorf("find this program, to run it as the workers: %w", err)
 		}
-		o.Worker = func(destinations string) []string {
-			return []string{exe, "worker", "--destinations", destinations, "--log-level", "warn"}
-		}
+		o.Courier = exe
 		o.Log = os.Stderr
 		if quiet {
 			o.Log = io.Discard
