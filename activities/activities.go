@@ -184,32 +184,30 @@ func (a *Activities) terms(destination string) Terms {
 
 // prepare finds the adapter and fills in the contract the request runs
 // under: the recorded one, else the worker's current one, whose terms it
-// returns to be recorded.
-func (a *Activities) prepare(req *Request) (Adapter, *Terms, error) {
+// returns to be recorded. Then it starts heartbeating until stop.
+func (a *Activities) prepare(ctx context.Context, req *Request) (_ Adapter, current *Terms, stop func(), _ error) {
 	ad, err := a.adapter(req.Destination)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	if req.Contract != nil {
-		return ad, nil, nil
+	if req.Contract == nil {
+		t := a.terms(req.Destination)
+		if t.Contract == nil {
+			return nil, nil, nil, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("destination %q has no contract on this worker", req.Destination), ErrUnknownDestination, nil)
+		}
+		req.Contract, current = t.Contract, &t
 	}
-	t := a.terms(req.Destination)
-	if t.Contract == nil {
-		return nil, nil, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("destination %q has no contract on this worker", req.Destination), ErrUnknownDestination, nil)
-	}
-	req.Contract = t.Contract
-	return ad, &t, nil
+	return ad, current, heartbeat(ctx), nil
 }
 
 // Attempt makes one attempt at the destination. Its result is recorded in
 // history, so the workflow's decision replays exactly.
 func (a *Activities) Attempt(ctx context.Context, req Request) (Outcome, error) {
-	ad, current, err := a.prepare(&req)
+	ad, current, stop, err := a.prepare(ctx, &req)
 	if err != nil {
 		return Outcome{}, err
 	}
-	stop := heartbeat(ctx)
 	defer stop()
 	ctx, cancel := a.cutShortOnStop(ctx)
 	defer cancel()
@@ -321,11 +319,10 @@ func heartbeat(ctx context.Context) (stop func()) {
 // Lookup asks a lookup destination whether the effect exists. Unlike an
 // attempt it is a read, so Temporal may retry it freely.
 func (a *Activities) Lookup(ctx context.Context, req Request) (Found, error) {
-	ad, _, err := a.prepare(&req)
+	ad, _, stop, err := a.prepare(ctx, &req)
 	if err != nil {
 		return Found{}, err
 	}
-	stop := heartbeat(ctx)
 	defer stop()
 	f, err := ad.Lookup(ctx, req)
 	if err != nil {

@@ -60,18 +60,24 @@ func Binary() (string, error) {
 // Ensure finds the Temporal CLI, building it into the checkout's bin/ when
 // it is missing (a few minutes, once). Progress goes to log.
 func Ensure(ctx context.Context, log io.Writer) (string, error) {
-	if p, err := Binary(); err == nil {
+	return ensure(ctx, log, Binary, "the Temporal CLI", "github.com/temporalio/cli/cmd/temporal@"+CLIVersion, "bin",
+		"a few minutes", fmt.Errorf("%w (not inside a Courier checkout, so not building it here)", ErrNoBinary))
+}
+
+// ensure returns find's binary, first building pkg into the checkout's dir
+// when it is missing; outside is the error when there is no checkout.
+func ensure(ctx context.Context, log io.Writer, find func() (string, error), what, pkg, dir, takes string, outside error) (string, error) {
+	if p, err := find(); err == nil {
 		return p, nil
 	}
 	root, err := RepoRoot()
 	if err != nil {
-		return "", fmt.Errorf("%w (not inside a Courier checkout, so not building it here)", ErrNoBinary)
+		return "", outside
 	}
-	if err := goInstall(ctx, log, "the Temporal CLI", "github.com/temporalio/cli/cmd/temporal@"+CLIVersion,
-		filepath.Join(root, "bin"), "a few minutes"); err != nil {
+	if err := goInstall(ctx, log, what, pkg, filepath.Join(root, dir), takes); err != nil {
 		return "", err
 	}
-	return Binary()
+	return find()
 }
 
 // goInstall builds a pinned command from the Go module proxy into dir.

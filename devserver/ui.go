@@ -60,18 +60,9 @@ func UIBinary() (string, error) {
 // EnsureUI finds the web UI server, building it into the checkout's bin/
 // when it is missing (under a minute, once). Progress goes to log.
 func EnsureUI(ctx context.Context, log io.Writer) (string, error) {
-	if p, err := UIBinary(); err == nil {
-		return p, nil
-	}
-	root, err := RepoRoot()
-	if err != nil {
-		return "", fmt.Errorf("web UI server not found (not inside a Courier checkout, so not building it here); %s", UIBuildHint)
-	}
-	if err := goInstall(ctx, log, "the web UI server", "github.com/temporalio/ui-server/v2/cmd/server@"+UIServerVersion,
-		filepath.Join(root, "bin", "ui-server"), "under a minute"); err != nil {
-		return "", err
-	}
-	return UIBinary()
+	return ensure(ctx, log, UIBinary, "the web UI server", "github.com/temporalio/ui-server/v2/cmd/server@"+UIServerVersion,
+		filepath.Join("bin", "ui-server"), "under a minute",
+		fmt.Errorf("web UI server not found (not inside a Courier checkout, so not building it here); %s", UIBuildHint))
 }
 
 // UIOptions for a web UI server.

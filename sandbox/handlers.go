@@ -27,14 +27,23 @@ type apiError struct {
 	Field string `json:"field,omitempty"`
 }
 
-// handleCreate is POST /{dest}/tickets. The order of checks is the order a
-// real provider would run them: availability, validation, the key's state,
-// then the write.
-func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
+// destination is the request's {dest} and its mode; an unknown one is
+// answered 404 here.
+func (s *Server) destination(w http.ResponseWriter, r *http.Request) (string, Mode, bool) {
 	dest := r.PathValue("dest")
 	mode, ok := s.modes[dest]
 	if !ok {
 		writeJSON(w, http.StatusNotFound, apiError{Error: "unknown_destination"})
+	}
+	return dest, mode, ok
+}
+
+// handleCreate is POST /{dest}/tickets. The order of checks is the order a
+// real provider would run them: availability, validation, the key's state,
+// then the write.
+func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
+	dest, mode, ok := s.destination(w, r)
+	if !ok {
 		return
 	}
 	n, fault := s.arrive(dest)
@@ -174,10 +183,8 @@ func canonicalTicket(body []byte) ([]byte, string, bool) {
 // handleLookup is GET /{dest}/tickets?key=K, for lookup destinations only: a
 // 404 from any other destination would wrongly read as "no such effect".
 func (s *Server) handleLookup(w http.ResponseWriter, r *http.Request) {
-	dest := r.PathValue("dest")
-	mode, ok := s.modes[dest]
+	dest, mode, ok := s.destination(w, r)
 	if !ok {
-		writeJSON(w, http.StatusNotFound, apiError{Error: "unknown_destination"})
 		return
 	}
 	if mode != ModeLookup {

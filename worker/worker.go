@@ -39,23 +39,14 @@ func OpenAdapters(cfg contract.Config) (*Adapters, error) {
 	out := &Adapters{ByName: map[string]activities.Adapter{}}
 	var errs []error
 	for _, name := range cfg.Names() {
-		d := cfg.Destinations[name]
-		switch d.Adapter {
-		case contract.AdapterHTTP:
-			ad, err := httpdest.New(name, d)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("destination %q: %w", name, err))
-				continue
-			}
-			out.ByName[name] = ad
-		case contract.AdapterSQL:
-			ad, err := sqldest.Open(name, d)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("destination %q: %w", name, err))
-				continue
-			}
-			out.ByName[name] = ad
-			out.closers = append(out.closers, ad.Close)
+		ad, err := openAdapter(name, cfg.Destinations[name])
+		if err != nil {
+			errs = append(errs, fmt.Errorf("destination %q: %w", name, err))
+			continue
+		}
+		out.ByName[name] = ad
+		if c, ok := ad.(interface{ Close() error }); ok {
+			out.closers = append(out.closers, c.Close)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -63,6 +54,13 @@ func OpenAdapters(cfg contract.Config) (*Adapters, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+func openAdapter(name string, d contract.Destination) (activities.Adapter, error) {
+	if d.Adapter == contract.AdapterSQL {
+		return sqldest.Open(name, d)
+	}
+	return httpdest.New(name, d)
 }
 
 // Register puts the Delivery workflow and Courier's activities on a worker.

@@ -365,22 +365,26 @@ func (d *delivery) route() (queue string, timeout time.Duration) {
 	return queue, timeout + attemptGrace
 }
 
+// atDestination is ctx with the options of an activity at the destination:
+// routed to its task queue, bounded by its attempt timeout, heartbeating.
+func (d *delivery) atDestination(ctx workflow.Context, retry *temporal.RetryPolicy, summary string) workflow.Context {
+	queue, timeout := d.route()
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue: queue, StartToCloseTimeout: timeout, HeartbeatTimeout: activities.HeartbeatTimeout,
+		RetryPolicy: retry, Summary: summary,
+	})
+}
+
 // attempt runs one attempt and records it. An activity failure (the worker
 // crashed, the attempt outlived its timeout) is an unknown outcome: the
 // request may have been written.
 func (d *delivery) attempt(ctx workflow.Context) activities.Outcome {
 	n := len(d.res.Attempts) + 1
 	d.setState(ctx, StateDelivering)
-	queue, timeout := d.route()
-	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:           queue,
-		StartToCloseTimeout: timeout,
-		HeartbeatTimeout:    activities.HeartbeatTimeout,
-		// One execution per attempt: the workflow decides about every retry,
-		// because what is safe depends on the result and the contract.
-		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
-		Summary:     fmt.Sprintf("attempt %d: %s → %s", n, d.in.Operation.Operation, d.in.Destination),
-	})
+	// One execution per attempt: the workflow decides about every retry,
+	// because what is safe depends on the result and the contract.
+	ctx = d.atDestination(ctx, &temporal.RetryPolicy{MaximumAttempts: 1},
+		fmt.Sprintf("attempt %d: %s → %s", n, d.in.Operation.Operation, d.in.Destination))
 	started := workflow.Now(ctx)
 	var out activities.Outcome
 	err := workflow.ExecuteActivity(ctx, a.Attempt, d.request(ctx, n)).Get(ctx, &out)
@@ -435,19 +439,12 @@ func (d *delivery) request(ctx workflow.Context, n int) activities.Request {
 // lookup asks a lookup destination whether the last attempt took effect.
 func (d *delivery) lookup(ctx workflow.Context, c contract.Contract) (activities.Found, error) {
 	d.setState(ctx, StateReconciling)
-	queue, timeout := d.route()
-	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:           queue,
-		StartToCloseTimeout: timeout,
-		HeartbeatTimeout:    activities.HeartbeatTimeout,
-		Summary:             fmt.Sprintf("lookup: did attempt %d take effect at %s?", len(d.res.Attempts), d.in.Destination),
-		// A read: retrying it is always safe.
-		RetryPolicy: &temporal.RetryPolicy{
-			MaximumAttempts:        5,
-			InitialInterval:        c.Retry.InitialInterval.D(),
-			NonRetryableErrorTypes: []string{activities.ErrUnknownDestination},
-		},
-	})
+	// A read: retrying it is always safe.
+	ctx = d.atDestination(ctx, &temporal.RetryPolicy{
+		MaximumAttempts:        5,
+		InitialInterval:        c.Retry.InitialInterval.D(),
+		NonRetryableErrorTypes: []string{activities.ErrUnknownDestination},
+	}, fmt.Sprintf("lookup: did attempt %d take effect at %s?", len(d.res.Attempts), d.in.Destination))
 	var f activities.Found
 	n := len(d.res.Attempts)
 	if err := workflow.ExecuteActivity(ctx, a.Lookup, d.request(ctx, n)).Get(ctx, &f); err != nil {

@@ -87,19 +87,15 @@ const (
 // Validate rejects a decision that cannot be acted on, saying how to fix it.
 func (d ReviewDecision) Validate() error {
 	var errs []error
-	for _, f := range []struct {
-		name, value string
-		limit       int
-	}{
-		{"decision", d.Decision, MaxDecisionLen},
-		{"reviewer", d.Reviewer, MaxReviewerLen},
-		{"resource_id", d.ResourceID, MaxResourceIDLen},
-		{"note", d.Note, MaxNoteLen},
-	} {
-		if len(f.value) > f.limit {
-			errs = append(errs, fmt.Errorf("%s: %d bytes is over the limit of %d; shorten it", f.name, len(f.value), f.limit))
+	limit := func(name, value string, max int) {
+		if len(value) > max {
+			errs = append(errs, fmt.Errorf("%s: %d bytes is over the limit of %d; shorten it", name, len(value), max))
 		}
 	}
+	limit("decision", d.Decision, MaxDecisionLen)
+	limit("reviewer", d.Reviewer, MaxReviewerLen)
+	limit("resource_id", d.ResourceID, MaxResourceIDLen)
+	limit("note", d.Note, MaxNoteLen)
 	if len(errs) > 0 {
 		return errors.Join(errs...) // the checks below would quote the long value
 	}
