@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -132,11 +131,6 @@ func (s *Stack) StartWorker(ctx context.Context, args ...string) (*Worker, error
 	}
 	s.Workers = append(s.Workers, w)
 	return w, nil
-}
-
-// Logger is a text logger on w at level, for a lab's own messages.
-func Logger(w io.Writer, level slog.Level) *slog.Logger {
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
 }
 
 // Close stops the workers gracefully, the server if it is the lab's, and

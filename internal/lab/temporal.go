@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"slices"
 	"strings"
@@ -165,12 +166,21 @@ func (t *Temporal) Close() {
 	t.stopServer()
 }
 
+// FreeAddr is a loopback address with a port free at the time of asking.
+func FreeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
 func freePort() (int, error) {
-	addr, err := FreeAddr()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
 	}
-	var port int
-	_, err = fmt.Sscanf(addr[strings.LastIndexByte(addr, ':')+1:], "%d", &port)
-	return port, err
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
 }

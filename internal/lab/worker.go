@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -165,14 +164,4 @@ func (w *Worker) Restart(ctx context.Context) (*Worker, error) {
 		return nil, fmt.Errorf("courier worker %d is still running", w.PID())
 	}
 	return StartWorker(ctx, w.o)
-}
-
-// FreeAddr is a loopback address with a port free at the time of asking.
-func FreeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
 }
