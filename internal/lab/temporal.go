@@ -91,6 +91,13 @@ func StartTemporal(ctx context.Context, o TemporalOptions) (*Temporal, error) {
 		t.stopServer()
 		return nil, fmt.Errorf("connect to Temporal at %s: %w", copts.HostPort, err)
 	}
+	// A dev server of the lab's own has the attributes from its start.
+	if !t.Own {
+		if err := EnsureNamespace(ctx, t.client, t.Namespace); err != nil {
+			t.client.Close()
+			return nil, err
+		}
+	}
 	return t, nil
 }
 
