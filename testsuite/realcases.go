@@ -14,6 +14,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -39,6 +40,9 @@ var ownWorkers = map[string]bool{caseCrash: true}
 const (
 	// concurrency is how many requests the concurrent case sends at once.
 	concurrency = 20
+	// lockedAttemptTimeout bounds the crash case's attempts: far longer
+	// than the case takes to see the attempt start and release the lock.
+	lockedAttemptTimeout = 10 * time.Second
 	// processTimeout bounds a case's processes.
 	processTimeout = time.Minute
 )
@@ -120,8 +124,13 @@ func crashThenNewProcess(ctx context.Context, r *Run) error {
 	}
 	in := r.ledgerRow("lost-response")
 	id := in.BusinessID
+	// The attempt must still be waiting on the lock when the case lets go:
+	// past its timeout it would give up unsent.
+	ledger := r.Env.Config.Destinations[lab.DestLedger]
+	ledger.Contract.Retry.AttemptTimeout = contract.Duration(lockedAttemptTimeout)
+	only := contract.Config{Destinations: map[string]contract.Destination{lab.DestLedger: ledger}}
 	cfg := caseDir(r.Env, lab.DestinationsFile)
-	if err := lab.WriteDestinations(cfg, r.Env.Config); err != nil {
+	if err := lab.WriteDestinations(cfg, only); err != nil {
 		return err
 	}
 	pctx, cancel := context.WithTimeout(ctx, processTimeout)

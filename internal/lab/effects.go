@@ -3,7 +3,6 @@ package lab
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"sort"
 
 	"github.com/abde64c9/courier/activities/sqldest"
@@ -23,15 +22,16 @@ type Effect struct {
 // sandbox's database, each SQL destination's table), never from what
 // Courier reports.
 type Effects struct {
-	sandbox  *sandbox.Server
-	services map[string][]string // sandbox service -> destinations served by it
-	sql      map[string]*sqldest.Adapter
+	sandbox   *sandbox.Server
+	services  map[string][]string // sandbox service -> destinations served by it
+	serviceOf map[string]string   // destination -> its sandbox service
+	sql       map[string]*sqldest.Adapter
 }
 
 // OpenEffects reads the destinations of cfg: its HTTP ones at sb, its SQL
 // ones through a connection of their own, like any other client.
 func OpenEffects(sb *sandbox.Server, cfg contract.Config) (*Effects, error) {
-	e := &Effects{sandbox: sb, services: map[string][]string{}, sql: map[string]*sqldest.Adapter{}}
+	e := &Effects{sandbox: sb, services: map[string][]string{}, serviceOf: map[string]string{}, sql: map[string]*sqldest.Adapter{}}
 	for _, name := range cfg.Names() {
 		d := cfg.Destinations[name]
 		switch d.Adapter {
@@ -45,6 +45,7 @@ func OpenEffects(sb *sandbox.Server, cfg contract.Config) (*Effects, error) {
 		case contract.AdapterHTTP:
 			if svc := SandboxService(d); svc != "" {
 				e.services[svc] = append(e.services[svc], name)
+				e.serviceOf[name] = svc
 			}
 		}
 	}
@@ -85,38 +86,14 @@ func (e *Effects) All(ctx context.Context) (map[string][]Effect, error) {
 // Count is how many effects dest's store holds for businessID (a sandbox
 // service counts for every destination it serves).
 func (e *Effects) Count(ctx context.Context, dest, businessID string) (int, error) {
-	if ad, ok := e.sql[dest]; ok {
-		rows, err := ad.Rows(ctx)
-		if err != nil {
-			return 0, err
-		}
-		n := 0
-		for _, r := range rows {
-			if r.BusinessID == businessID {
-				n++
-			}
-		}
-		return n, nil
-	}
-	for svc, dests := range e.services {
-		for _, d := range dests {
-			if d != dest {
-				continue
-			}
-			recs, err := e.sandbox.Records(svc)
-			if err != nil {
-				return 0, err
-			}
-			n := 0
-			for _, r := range recs {
-				if TicketBusinessID(r.Payload) == businessID {
-					n++
-				}
-			}
-			return n, nil
+	all, err := e.All(ctx)
+	n := 0
+	for _, eff := range all[businessID] {
+		if svc := e.serviceOf[dest]; eff.Dest == dest || (svc != "" && svc == e.serviceOf[eff.Dest]) {
+			n++
 		}
 	}
-	return 0, errors.New("lab: " + dest + " is not a destination whose store the lab reads")
+	return n, err
 }
 
 // Close closes the SQL connections.
