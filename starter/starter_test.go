@@ -26,6 +26,13 @@ func newStarter() *starter.Client { return starter.New(fx.client) }
 // the tests hold under -count=N against the one dev server.
 func uniqueID(prefix string) string { return prefix + "-" + uuid.NewString()[:8] }
 
+// helpdeskTicket is a helpdesk ticket under a business id no other run
+// has used, and that id.
+func helpdeskTicket(prefix, subject string) (string, workflows.DeliveryInput) {
+	id := uniqueID(prefix)
+	return id, testsuite.Input(lab.DestHelpdesk, id, lab.Ticket(id, subject))
+}
+
 func effects(t *testing.T, dest, id string) int {
 	t.Helper()
 	n, err := fx.env.Effects(dest, id)
@@ -149,8 +156,7 @@ func TestListQuery(t *testing.T) {
 func TestStartJoinsAndConflicts(t *testing.T) {
 	ctx := context.Background()
 	s := newStarter()
-	id := uniqueID("join")
-	in := testsuite.Input(lab.DestHelpdesk, id, lab.Ticket(id, "Move the workshop booking"))
+	id, in := helpdeskTicket("join", "Move the workshop booking")
 
 	h, err := s.Start(ctx, in)
 	require.NoError(t, err)
@@ -186,8 +192,7 @@ func TestStartJoinsAndConflicts(t *testing.T) {
 func TestJoinWithoutMemo(t *testing.T) {
 	ctx := context.Background()
 	s := newStarter()
-	id := uniqueID("nomemo")
-	in := testsuite.Input(lab.DestHelpdesk, id, lab.Ticket(id, "Order lunch"))
+	id, in := helpdeskTicket("nomemo", "Order lunch")
 	key := opkey.Key(in.Operation)
 	run, err := fx.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID: workflows.WorkflowID(key), TaskQueue: workflows.TaskQueue,
@@ -234,8 +239,7 @@ func TestReviewErrors(t *testing.T) {
 	_, err = s.Status(ctx, uuid.NewString())
 	require.ErrorIs(t, err, starter.ErrUnknownKey)
 
-	id := uniqueID("review-done")
-	in := testsuite.Input(lab.DestHelpdesk, id, lab.Ticket(id, "s"))
+	_, in := helpdeskTicket("review-done", "s")
 	st, err := s.Deliver(ctx, in)
 	require.NoError(t, err)
 	_, err = s.Review(ctx, st.Key, decision)
@@ -268,8 +272,7 @@ func TestParseKey(t *testing.T) {
 func TestRejectedDoesNotConsumeTheKey(t *testing.T) {
 	ctx := context.Background()
 	s := newStarter()
-	id := uniqueID("rejected")
-	bad := testsuite.Input(lab.DestHelpdesk, id, lab.Ticket(id, ""))
+	id, bad := helpdeskTicket("rejected", "")
 	st, err := s.Deliver(ctx, bad)
 	require.NoError(t, err)
 	require.Equal(t, workflows.StatusRejected, st.Status)
