@@ -108,6 +108,15 @@ func TestDockerfileBuildsCourier(t *testing.T) {
 	require.Empty(t, checkDockerfile(filepath.Join(repoRoot, "Dockerfile")))
 }
 
+// inService is a mistake made to the service name of the file.
+func inService(name string, mistake func(s *service)) func(c *composeFile) {
+	return func(c *composeFile) {
+		s := c.Services[name]
+		mistake(&s)
+		c.Services[name] = s
+	}
+}
+
 // The checks must be able to fail: each mistake below, made on the real
 // file, is caught and named.
 func TestComposeCheckCatchesMistakes(t *testing.T) {
@@ -130,39 +139,19 @@ func TestComposeCheckCatchesMistakes(t *testing.T) {
 		{"misspelt subcommand", func(c *composeFile) {
 			c.Services["worker"].Command[0] = "wroker"
 		}, `courier wroker`},
-		{"flag that does not exist", func(c *composeFile) {
-			s := c.Services["worker"]
+		{"flag that does not exist", inService("worker", func(s *service) {
 			s.Command = append(slices.Clone(s.Command), "--concurrency", "4")
-			c.Services["worker"] = s
-		}, "--concurrency"},
-		{"destinations file not mounted", func(c *composeFile) {
-			s := c.Services["worker"]
-			s.Volumes = nil
-			c.Services["worker"] = s
-		}, "/config/destinations.compose.json is not in a bind mount"},
+		}), "--concurrency"},
+		{"destinations file not mounted", inService("worker", func(s *service) { s.Volumes = nil }), "/config/destinations.compose.json is not in a bind mount"},
 		{"secret missing from the environment", func(c *composeFile) {
 			delete(c.Services["worker"].Environment, "HELPDESK_TOKEN")
 		}, "HELPDESK_TOKEN"},
-		{"colliding host ports", func(c *composeFile) {
-			s := c.Services["sandbox"]
-			s.Ports = []string{"8080:8081"}
-			c.Services["sandbox"] = s
-		}, "host port 8080"},
-		{"search attribute missing", func(c *composeFile) {
-			s := c.Services["temporal-setup"]
+		{"colliding host ports", inService("sandbox", func(s *service) { s.Ports = []string{"8080:8081"} }), "host port 8080"},
+		{"search attribute missing", inService("temporal-setup", func(s *service) {
 			s.Command = stringList{strings.Replace(s.Command[0], "--name CourierState --type Keyword", "", 1)}
-			c.Services["temporal-setup"] = s
-		}, "CourierState"},
-		{"healthy dependency without healthcheck", func(c *composeFile) {
-			s := c.Services["sandbox"]
-			s.Healthcheck = nil
-			c.Services["sandbox"] = s
-		}, `waits for "sandbox" to be healthy, which has no healthcheck`},
-		{"unpinned image", func(c *composeFile) {
-			s := c.Services["temporal-ui"]
-			s.Image = "temporalio/ui:latest"
-			c.Services["temporal-ui"] = s
-		}, "temporalio/ui:latest"},
+		}), "CourierState"},
+		{"healthy dependency without healthcheck", inService("sandbox", func(s *service) { s.Healthcheck = nil }), `waits for "sandbox" to be healthy, which has no healthcheck`},
+		{"unpinned image", inService("temporal-ui", func(s *service) { s.Image = "temporalio/ui:latest" }), "temporalio/ui:latest"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := loadCompose(t)

@@ -19,6 +19,15 @@ import (
 // worker and the sandbox destinations (see main_test.go), found through
 // TEMPORAL_ADDRESS like any service would find its Temporal.
 
+// connectStarter connects the way Example does, for the other examples.
+func connectStarter(ctx context.Context) (*starter.Client, func()) {
+	c, err := connect.Dial(ctx, slog.New(slog.NewTextHandler(os.Stderr, nil)))
+	if err != nil {
+		log.Fatal(err)
+	}
+	return starter.New(c), c.Close
+}
+
 // Deliver a ticket to the helpdesk, then ask for it again (a retry, a
 // second instance of the service): the second call sends nothing and gets
 // the first receipt.
@@ -61,12 +70,8 @@ func Example() {
 // was (or is being) delivered, and nothing is sent for the second.
 func ExampleConflictError() {
 	ctx := context.Background()
-	c, err := connect.Dial(ctx, slog.New(slog.NewTextHandler(os.Stderr, nil)))
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer c.Close()
-	s := starter.New(c)
+	s, closeClient := connectStarter(ctx) // connect as in Example
+	defer closeClient()
 
 	op := opkey.Operation{Tenant: "acme", Destination: "helpdesk", Operation: "create-ticket", BusinessID: "example-002"}
 	if _, err := s.Deliver(ctx, workflows.DeliveryInput{
@@ -74,7 +79,7 @@ func ExampleConflictError() {
 	}); err != nil {
 		log.Fatal(err)
 	}
-	_, err = s.Deliver(ctx, workflows.DeliveryInput{
+	_, err := s.Deliver(ctx, workflows.DeliveryInput{
 		Operation: op, Payload: json.RawMessage(`{"request_id": "example-002", "subject": "Order dinner"}`),
 	})
 	var conflict *starter.ConflictError
@@ -89,12 +94,8 @@ func ExampleConflictError() {
 // and wait for it elsewhere by its key.
 func ExampleClient_Start() {
 	ctx := context.Background()
-	c, err := connect.Dial(ctx, slog.New(slog.NewTextHandler(os.Stderr, nil)))
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer c.Close()
-	s := starter.New(c)
+	s, closeClient := connectStarter(ctx) // connect as in Example
+	defer closeClient()
 
 	in := workflows.DeliveryInput{
 		Operation: opkey.Operation{Tenant: "acme", Destination: "ledger", Operation: "book-payment", BusinessID: "example-003"},
@@ -129,12 +130,8 @@ func ExampleClient_Start() {
 // finds the ticket at the destination and records it.
 func ExampleClient_Review() {
 	ctx := context.Background()
-	c, err := connect.Dial(ctx, slog.New(slog.NewTextHandler(os.Stderr, nil)))
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer c.Close()
-	s := starter.New(c)
+	s, closeClient := connectStarter(ctx) // connect as in Example
+	defer closeClient()
 
 	st, err := s.Deliver(ctx, workflows.DeliveryInput{
 		Operation: opkey.Operation{Tenant: "acme", Destination: "lossy", Operation: "create-ticket", BusinessID: "example-004"},
@@ -176,12 +173,8 @@ func ExampleClient_Review() {
 // be listed yet. (No output is checked: it depends on the server.)
 func ExampleClient_ListAwaitingReview() {
 	ctx := context.Background()
-	c, err := connect.Dial(ctx, slog.New(slog.NewTextHandler(os.Stderr, nil)))
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer c.Close()
-	s := starter.New(c)
+	s, closeClient := connectStarter(ctx) // connect as in Example
+	defer closeClient()
 
 	waiting, err := s.ListAwaitingReview(ctx)
 	if err != nil {

@@ -26,11 +26,26 @@ func newStarter() *starter.Client { return starter.New(fx.client) }
 // the tests hold under -count=N against the one dev server.
 func uniqueID(prefix string) string { return prefix + "-" + uuid.NewString()[:8] }
 
+// helpdeskTicket is a helpdesk ticket under a business id no other run
+// has used, and that id.
+func helpdeskTicket(prefix, subject string) (string, workflows.DeliveryInput) {
+	id := uniqueID(prefix)
+	return id, testsuite.Input(lab.DestHelpdesk, id, lab.Ticket(id, subject))
+}
+
 func effects(t *testing.T, dest, id string) int {
 	t.Helper()
 	n, err := fx.env.Effects(dest, id)
 	require.NoError(t, err)
 	return n
+}
+
+// deliver delivers in and returns its status; an error fails the test.
+func deliver(t *testing.T, s *starter.Client, in workflows.DeliveryInput) workflows.DeliveryStatus {
+	t.Helper()
+	st, err := s.Deliver(context.Background(), in)
+	require.NoError(t, err)
+	return st
 }
 
 // ticketOf finds the ticket the sandbox stored for a business id, as an
@@ -83,12 +98,10 @@ func TestListByState(t *testing.T) {
 	parked := testsuite.Input(lab.DestLegacy, parkedID, lab.Ticket(parkedID, "Call back the customer"))
 	createdKey, parkedKey := opkey.Key(created.Operation), opkey.Key(parked.Operation)
 
-	st, err := s.Deliver(ctx, created)
-	require.NoError(t, err)
+	st := deliver(t, s, created)
 	require.Equal(t, workflows.StatusCreated, st.Status)
 	require.NoError(t, fx.env.Inject(lab.DestLegacy, sandbox.Fault{Kind: sandbox.FaultCloseAfterCommit}))
-	st, err = s.Deliver(ctx, parked)
-	require.NoError(t, err)
+	st = deliver(t, s, parked)
 	require.Equal(t, workflows.StateAwaitingReview, st.State)
 
 	awaiting := eventuallyListed(t, s, starter.ListOptions{State: "awaiting_review"}, func(ks []string) bool {
@@ -149,8 +162,7 @@ func TestListQuery(t *testing.T) {
 func TestStartJoinsAndConflicts(t *testing.T) {
 	ctx := context.Background()
 	s := newStarter()
-	id := uniqueID("join")
-	in := testsuite.Input(lab.DestHelpdesk, id, lab.Ticket(id, "Move the workshop booking"))
+	id, in := helpdeskTicket("join", "Move the workshop booking")
 
 	h, err := s.Start(ctx, in)
 	require.NoError(t, err)
@@ -165,8 +177,7 @@ func TestStartJoinsAndConflicts(t *testing.T) {
 	require.True(t, joined.Joined)
 	require.Equal(t, h.RunID, joined.RunID)
 
-	st, err := s.Deliver(ctx, same)
-	require.NoError(t, err)
+	st := deliver(t, s, same)
 	require.Equal(t, workflows.StatusDuplicate, st.Status)
 	require.Equal(t, id, st.Operation.BusinessID)
 
@@ -186,8 +197,7 @@ func TestStartJoinsAndConflicts(t *testing.T) {
 func TestJoinWithoutMemo(t *testing.T) {
 	ctx := context.Background()
 	s := newStarter()
-	id := uniqueID("nomemo")
-	in := testsuite.Input(lab.DestHelpdesk, id, lab.Ticket(id, "Order lunch"))
+	id, in := helpdeskTicket("nomemo", "Order lunch")
 	key := opkey.Key(in.Operation)
 	run, err := fx.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID: workflows.WorkflowID(key), TaskQueue: workflows.TaskQueue,
@@ -195,8 +205,7 @@ func TestJoinWithoutMemo(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, run.Get(ctx, nil))
 
-	st, err := s.Deliver(ctx, in)
-	require.NoError(t, err)
+	st := deliver(t, s, in)
 	require.Equal(t, workflows.StatusDuplicate, st.Status)
 
 	other := in
@@ -234,10 +243,8 @@ func TestReviewErrors(t *testing.T) {
 	_, err = s.Status(ctx, uuid.NewString())
 	require.ErrorIs(t, err, starter.ErrUnknownKey)
 
-	id := uniqueID("review-done")
-	in := testsuite.Input(lab.DestHelpdesk, id, lab.Ticket(id, "s"))
-	st, err := s.Deliver(ctx, in)
-	require.NoError(t, err)
+	_, in := helpdeskTicket("review-done", "s")
+	st := deliver(t, s, in)
 	_, err = s.Review(ctx, st.Key, decision)
 	var notAwaiting *starter.NotAwaitingReviewError
 	require.ErrorAs(t, err, &notAwaiting)
@@ -268,16 +275,13 @@ func TestParseKey(t *testing.T) {
 func TestRejectedDoesNotConsumeTheKey(t *testing.T) {
 	ctx := context.Background()
 	s := newStarter()
-	id := uniqueID("rejected")
-	bad := testsuite.Input(lab.DestHelpdesk, id, lab.Ticket(id, ""))
-	st, err := s.Deliver(ctx, bad)
-	require.NoError(t, err)
+	id, bad := helpdeskTicket("rejected", "")
+	st := deliver(t, s, bad)
 	require.Equal(t, workflows.StatusRejected, st.Status)
 
 	// The same request again is a new run too: a rejected run applied
 	// nothing (the destination refuses it again here).
-	st, err = s.Deliver(ctx, bad)
-	require.NoError(t, err)
+	st = deliver(t, s, bad)
 	require.Equal(t, workflows.StatusRejected, st.Status)
 	runs, err := fx.client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
 		Query: "WorkflowId = '" + workflows.WorkflowID(st.Key) + "'"})
@@ -286,13 +290,11 @@ func TestRejectedDoesNotConsumeTheKey(t *testing.T) {
 
 	fixed := bad
 	fixed.Payload = lab.Ticket(id, "Move the workshop booking")
-	st, err = s.Deliver(ctx, fixed)
-	require.NoError(t, err)
+	st = deliver(t, s, fixed)
 	require.Equal(t, workflows.StatusCreated, st.Status, "the corrected request is a new run")
 	require.Equal(t, 1, effects(t, lab.DestHelpdesk, id))
 
-	again, err := s.Deliver(ctx, fixed)
-	require.NoError(t, err)
+	again := deliver(t, s, fixed)
 	require.Equal(t, workflows.StatusDuplicate, again.Status)
 	require.Equal(t, st.Receipt.ResourceID, again.Receipt.ResourceID)
 	require.Equal(t, 1, effects(t, lab.DestHelpdesk, id))

@@ -118,6 +118,14 @@ func (s *opsStack) input(dest, name string) workflows.DeliveryInput {
 	return in
 }
 
+// deliver delivers in through the starter and returns its status.
+func (s *opsStack) deliver(ctx context.Context, in workflows.DeliveryInput) workflows.DeliveryStatus {
+	s.t.Helper()
+	st, err := s.starter.Deliver(ctx, in)
+	require.NoError(s.t, err)
+	return st
+}
+
 // effects counts what the sandbox service stored at path.
 func (s *opsStack) effects(path string) int {
 	s.t.Helper()
@@ -374,8 +382,7 @@ func TestSecondRunNeverSendsBlind(t *testing.T) {
 	t.Run("web UI start at a destination without dedup", func(t *testing.T) {
 		s := s.on(t)
 		in := s.input("plain", "ui-start")
-		first, err := s.starter.Deliver(ctx, in)
-		require.NoError(t, err)
+		first := s.deliver(ctx, in)
 		require.Equal(t, workflows.StatusCreated, first.Status)
 		firstRun := s.describe(ctx, first.Key).GetExecution().GetRunId()
 
@@ -397,8 +404,7 @@ func TestSecondRunNeverSendsBlind(t *testing.T) {
 	t.Run("web UI start at a key destination", func(t *testing.T) {
 		s := s.on(t)
 		in := s.input("keyed", "ui-start-key")
-		first, err := s.starter.Deliver(ctx, in)
-		require.NoError(t, err)
+		first := s.deliver(ctx, in)
 		require.Equal(t, workflows.StatusCreated, first.Status)
 		var res workflows.DeliveryResult
 		require.NoError(t, s.uiStart(ctx, in).Get(ctx, &res))
@@ -412,8 +418,7 @@ func TestSecondRunNeverSendsBlind(t *testing.T) {
 		before := s.effects("plain")
 		require.NoError(t, s.sandbox.Inject("plain", sandbox.Fault{Kind: sandbox.FaultCloseAfterCommit, Count: 1}))
 		in := s.input("plain", "reset")
-		st, err := s.starter.Deliver(ctx, in)
-		require.NoError(t, err)
+		st := s.deliver(ctx, in)
 		require.Equal(t, workflows.StateAwaitingReview, st.State)
 		recs, err := s.sandbox.Records("plain")
 		require.NoError(t, err)
@@ -469,8 +474,7 @@ func TestReviewFloodStaysBounded(t *testing.T) {
 	}})
 	s.startWorker()
 	require.NoError(t, s.sandbox.Inject("plain", sandbox.Fault{Kind: sandbox.FaultCloseAfterCommit, Count: 1}))
-	st, err := s.starter.Deliver(ctx, s.input("plain", "flood"))
-	require.NoError(t, err)
+	st := s.deliver(ctx, s.input("plain", "flood"))
 	require.Equal(t, workflows.StateAwaitingReview, st.State)
 	wid := workflows.WorkflowID(st.Key)
 

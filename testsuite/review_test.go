@@ -17,37 +17,30 @@ import (
 	"github.com/abde64c9/courier/workflows"
 )
 
-// ReviewSuite drives the review paths with signals and updates sent from
-// delayed callbacks, against a real lost response at the legacy (no keys)
-// destination.
-type ReviewSuite struct {
+// envSuite is the ground of the suites that run one delivery per test in
+// the Temporal test workflow environment: a fresh environment and fresh
+// real destinations for each test.
+type envSuite struct {
 	suite.Suite
 	sdktest.WorkflowTestSuite
 	dest *Env
 	env  *sdktest.TestWorkflowEnvironment
-	id   string
 }
 
-func TestReview(t *testing.T) { suite.Run(t, new(ReviewSuite)) }
-
-func (s *ReviewSuite) SetupTest() {
+func (s *envSuite) SetupTest() {
 	var err error
 	s.dest, err = NewEnv(s.T().TempDir())
 	s.Require().NoError(err)
 	s.env = s.NewTestWorkflowEnvironment()
-	s.id = "review-" + s.T().Name()
-	s.Require().NoError(s.dest.Inject(lab.DestLegacy, closeAfterCommit(1)))
 }
 
-func (s *ReviewSuite) TearDownTest() {
+func (s *envSuite) TearDownTest() {
 	s.env.AssertExpectations(s.T())
 	s.dest.Close()
 }
 
-func (s *ReviewSuite) start(cfg contract.Config) workflows.DeliveryResult {
-	worker.Register(s.env, cfg, s.dest.Activities)
-	in := Input(lab.DestLegacy, s.id, lab.Ticket(s.id, "Move the workshop booking"))
-	s.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.WorkflowID(opkey.Key(in.Operation))})
+// execute runs the delivery of in to its end and returns its result.
+func (s *envSuite) execute(in workflows.DeliveryInput) workflows.DeliveryResult {
 	s.env.ExecuteWorkflow(workflows.WorkflowType, in)
 	s.Require().True(s.env.IsWorkflowCompleted())
 	s.Require().NoError(s.env.GetWorkflowError())
@@ -56,16 +49,39 @@ func (s *ReviewSuite) start(cfg contract.Config) workflows.DeliveryResult {
 	return res
 }
 
+func (s *envSuite) status() workflows.DeliveryStatus {
+	st, err := QueryStatus(s.env)
+	s.Require().NoError(err)
+	return st
+}
+
+// ReviewSuite drives the review paths with signals and updates sent from
+// delayed callbacks, against a real lost response at the legacy (no keys)
+// destination.
+type ReviewSuite struct {
+	envSuite
+	id string
+}
+
+func TestReview(t *testing.T) { suite.Run(t, new(ReviewSuite)) }
+
+func (s *ReviewSuite) SetupTest() {
+	s.envSuite.SetupTest()
+	s.id = "review-" + s.T().Name()
+	s.Require().NoError(s.dest.Inject(lab.DestLegacy, closeAfterCommit(1)))
+}
+
+func (s *ReviewSuite) start(cfg contract.Config) workflows.DeliveryResult {
+	worker.Register(s.env, cfg, s.dest.Activities)
+	in := Input(lab.DestLegacy, s.id, lab.Ticket(s.id, "Move the workshop booking"))
+	s.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.WorkflowID(opkey.Key(in.Operation))})
+	return s.execute(in)
+}
+
 func (s *ReviewSuite) at(d time.Duration, fn func()) { s.env.RegisterDelayedCallback(fn, d) }
 
 func (s *ReviewSuite) signal(d workflows.ReviewDecision) {
 	s.env.SignalWorkflow(workflows.SignalReview, d)
-}
-
-func (s *ReviewSuite) status() workflows.DeliveryStatus {
-	st, err := QueryStatus(s.env)
-	s.Require().NoError(err)
-	return st
 }
 
 func (s *ReviewSuite) effects() int {

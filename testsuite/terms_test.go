@@ -26,28 +26,17 @@ import (
 // destination goes missing, the first attempt is lost, an earlier run
 // stops a second one.
 type TermsSuite struct {
-	suite.Suite
-	sdktest.WorkflowTestSuite
-	env  *sdktest.TestWorkflowEnvironment
-	dest *Env
-	in   workflows.DeliveryInput
+	envSuite
+	in workflows.DeliveryInput
 }
 
 func TestTerms(t *testing.T) { suite.Run(t, new(TermsSuite)) }
 
 func (s *TermsSuite) SetupTest() {
-	var err error
-	s.dest, err = NewEnv(s.T().TempDir())
-	s.Require().NoError(err)
-	s.env = s.NewTestWorkflowEnvironment()
+	s.envSuite.SetupTest()
 	s.in = Input(lab.DestHelpdesk, "terms-"+s.T().Name(), lab.Ticket("terms", "Move the workshop booking"))
 	s.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.WorkflowID(opkey.Key(s.in.Operation))})
 	worker.Register(s.env, s.dest.Config, s.dest.Activities)
-}
-
-func (s *TermsSuite) TearDownTest() {
-	s.env.AssertExpectations(s.T())
-	s.dest.Close()
 }
 
 // terms are what a first attempt at helpdesk reports, as the real activity does.
@@ -56,38 +45,50 @@ func (s *TermsSuite) terms() *activities.Terms {
 	return &activities.Terms{Contract: &c}
 }
 
-func (s *TermsSuite) run() workflows.DeliveryResult {
-	s.env.ExecuteWorkflow(workflows.WorkflowType, s.in)
-	s.Require().True(s.env.IsWorkflowCompleted())
-	s.Require().NoError(s.env.GetWorkflowError())
-	var res workflows.DeliveryResult
-	s.Require().NoError(s.env.GetWorkflowResult(&res))
-	return res
+func (s *TermsSuite) run() workflows.DeliveryResult { return s.execute(s.in) }
+
+// answer scripts the next attempt's answer.
+func (s *TermsSuite) answer(out activities.Outcome, err error) {
+	s.env.OnActivity(workflows.ActivityAttempt, mock.Anything, mock.Anything).Return(out, err).Once()
 }
 
-func (s *TermsSuite) status() workflows.DeliveryStatus {
-	st, err := QueryStatus(s.env)
-	s.Require().NoError(err)
-	return st
+// answerRecording scripts the next attempt's answer, out, and keeps its
+// request in req.
+func (s *TermsSuite) answerRecording(req *activities.Request, out activities.Outcome) {
+	s.env.OnActivity(workflows.ActivityAttempt, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, r activities.Request) (activities.Outcome, error) {
+			*req = r
+			return out, nil
+		}).Once()
+}
+
+// unconfigured is the attempt's error on a worker without the destination.
+func unconfigured() error {
+	return temporal.NewNonRetryableApplicationError(`destination "helpdesk" is not configured on the workers`,
+		activities.ErrUnknownDestination, nil)
+}
+
+// decideWhenParked, an hour in, checks that the delivery awaits review
+// with evidence naming want, and sends the decision d.
+func (s *TermsSuite) decideWhenParked(want string, d workflows.ReviewDecision) {
+	s.env.RegisterDelayedCallback(func() {
+		st := s.status()
+		s.Equal(workflows.StateAwaitingReview, st.State)
+		s.Contains(st.Review.Evidence, want)
+		s.env.SignalWorkflow(workflows.SignalReview, d)
+	}, time.Hour)
 }
 
 // TestDestinationRemovedAfterAnAttempt: the second attempt finds no such
 // destination on the worker. Something may have been applied, so the
 // delivery parks, naming what is missing, instead of ending rejected.
 func (s *TermsSuite) TestDestinationRemovedAfterAnAttempt() {
-	s.env.OnActivity(workflows.ActivityAttempt, mock.Anything, mock.Anything).Return(activities.Outcome{
+	s.answer(activities.Outcome{
 		Class: contract.ClassUnknown, Error: "connection closed after the request was written", Terms: s.terms(),
-	}, nil).Once()
+	}, nil)
 	// A key destination retries the unknown outcome; that worker lacks it.
-	s.env.OnActivity(workflows.ActivityAttempt, mock.Anything, mock.Anything).Return(activities.Outcome{},
-		temporal.NewNonRetryableApplicationError(`destination "helpdesk" is not configured on the workers`,
-			activities.ErrUnknownDestination, nil)).Once()
-	s.env.RegisterDelayedCallback(func() {
-		st := s.status()
-		s.Equal(workflows.StateAwaitingReview, st.State)
-		s.Contains(st.Review.Evidence, "not configured")
-		s.env.SignalWorkflow(workflows.SignalReview, workflows.ReviewDecision{Decision: "abandon", Reviewer: "ops", Note: "gone"})
-	}, time.Hour)
+	s.answer(activities.Outcome{}, unconfigured())
+	s.decideWhenParked("not configured", workflows.ReviewDecision{Decision: "abandon", Reviewer: "ops", Note: "gone"})
 	res := s.run()
 	s.Equal(workflows.StatusAbandoned, res.Status)
 	s.Len(res.Attempts, 2)
@@ -97,9 +98,7 @@ func (s *TermsSuite) TestDestinationRemovedAfterAnAttempt() {
 // TestUnconfiguredFirstAttemptIsRejected: nothing was ever sent, so the
 // request is refused as a bad one and may be corrected.
 func (s *TermsSuite) TestUnconfiguredFirstAttemptIsRejected() {
-	s.env.OnActivity(workflows.ActivityAttempt, mock.Anything, mock.Anything).Return(activities.Outcome{},
-		temporal.NewNonRetryableApplicationError(`destination "helpdesk" is not configured on the workers`,
-			activities.ErrUnknownDestination, nil)).Once()
+	s.answer(activities.Outcome{}, unconfigured())
 	res := s.run()
 	s.Equal(workflows.StatusRejected, res.Status)
 	s.True(res.LeftNoEffect())
@@ -109,15 +108,10 @@ func (s *TermsSuite) TestUnconfiguredFirstAttemptIsRejected() {
 // its worker before it reports its terms; the workflow records the
 // worker's current terms by a local activity and decides from them.
 func (s *TermsSuite) TestLostFirstAttemptRecordsTermsLocally() {
-	s.env.OnActivity(workflows.ActivityAttempt, mock.Anything, mock.Anything).Return(activities.Outcome{},
-		errors.New("activity heartbeat timeout")).Once()
+	s.answer(activities.Outcome{}, errors.New("activity heartbeat timeout"))
 	var second activities.Request
-	s.env.OnActivity(workflows.ActivityAttempt, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, req activities.Request) (activities.Outcome, error) {
-			second = req
-			return activities.Outcome{Class: contract.ClassReplayed, StatusCode: 200,
-				Receipt: &activities.Receipt{ResourceID: "ticket-1", Replayed: true}}, nil
-		}).Once()
+	s.answerRecording(&second, activities.Outcome{Class: contract.ClassReplayed, StatusCode: 200,
+		Receipt: &activities.Receipt{ResourceID: "ticket-1", Replayed: true}})
 	res := s.run()
 	s.Equal(workflows.StatusDuplicate, res.Status, "dedup key: the lost attempt is retried with the same key")
 	s.Require().NotNil(second.Contract, "the retry carries the recorded contract")
@@ -129,23 +123,14 @@ func (s *TermsSuite) TestLostFirstAttemptRecordsTermsLocally() {
 // past exactly the runs the evidence named.
 func (s *TermsSuite) TestEarlierRunParksAndReviewerRetryAcknowledgesIt() {
 	earlier := activities.EarlierRun{RunID: "run-before", Status: "created", Closed: time.Now()}
-	s.env.OnActivity(workflows.ActivityAttempt, mock.Anything, mock.Anything).Return(activities.Outcome{
+	s.answer(activities.Outcome{
 		Class: contract.ClassEarlierRun, Error: "not sent: " + earlier.String() + " may have applied it",
 		EarlierRuns: []activities.EarlierRun{earlier}, Terms: s.terms(),
-	}, nil).Once()
+	}, nil)
 	var second activities.Request
-	s.env.OnActivity(workflows.ActivityAttempt, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, req activities.Request) (activities.Outcome, error) {
-			second = req
-			return activities.Outcome{Class: contract.ClassCreated, StatusCode: 201,
-				Receipt: &activities.Receipt{ResourceID: "ticket-2"}}, nil
-		}).Once()
-	s.env.RegisterDelayedCallback(func() {
-		st := s.status()
-		s.Equal(workflows.StateAwaitingReview, st.State)
-		s.Contains(st.Review.Evidence, "run-before")
-		s.env.SignalWorkflow(workflows.SignalReview, workflows.ReviewDecision{Decision: "retry", Reviewer: "ops", Note: "the earlier one failed"})
-	}, time.Hour)
+	s.answerRecording(&second, activities.Outcome{Class: contract.ClassCreated, StatusCode: 201,
+		Receipt: &activities.Receipt{ResourceID: "ticket-2"}})
+	s.decideWhenParked("run-before", workflows.ReviewDecision{Decision: "retry", Reviewer: "ops", Note: "the earlier one failed"})
 	res := s.run()
 	s.Equal(workflows.StatusCreated, res.Status)
 	s.Equal([]string{"run-before"}, second.AcknowledgedRuns)
@@ -154,10 +139,10 @@ func (s *TermsSuite) TestEarlierRunParksAndReviewerRetryAcknowledgesIt() {
 // TestOverLongDecisionIsRefusedAndCut: the update refuses a field over its
 // limit, naming it; the signal records it cut to the limit.
 func (s *TermsSuite) TestOverLongDecisionIsRefusedAndCut() {
-	s.env.OnActivity(workflows.ActivityAttempt, mock.Anything, mock.Anything).Return(activities.Outcome{
+	s.answer(activities.Outcome{
 		Class: contract.ClassUnknown, Error: "lost", Terms: &activities.Terms{Contract: &contract.Contract{
 			Dedup: contract.DedupNone, Retry: contract.Retry{MaxAttempts: 1, AttemptTimeout: contract.Duration(time.Second), Deadline: contract.Duration(time.Minute)}}},
-	}, nil).Once()
+	}, nil)
 	long := workflows.ReviewDecision{Decision: "abandon", Reviewer: "ops", Note: string(make([]byte, workflows.MaxNoteLen+1))}
 	s.env.RegisterDelayedCallback(func() {
 		// The web UI's current details say why it waits, with commands

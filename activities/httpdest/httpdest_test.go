@@ -19,6 +19,7 @@ import (
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/sandbox"
 )
 
@@ -54,18 +55,14 @@ func newAdapter(t *testing.T, d contract.Destination) *Adapter {
 	return a
 }
 
-// startSandbox serves the sandbox ticket service on a loopback port.
-func startSandbox(t *testing.T) (*sandbox.Server, string) {
+// startSandbox serves the sandbox ticket service on a loopback port, as
+// the fault lab does, and returns it and its base URL.
+func startSandbox(t testing.TB) (*sandbox.Server, string) {
 	t.Helper()
-	sb, err := sandbox.Open(filepath.Join(t.TempDir(), "sandbox.db"), sandbox.DefaultModes())
+	sb, err := lab.StartSandbox(filepath.Join(t.TempDir(), lab.SandboxDB), "", nil)
 	require.NoError(t, err)
-	hs := httptest.NewServer(sb.Handler())
-	t.Cleanup(func() {
-		hs.CloseClientConnections()
-		hs.Close()
-		require.NoError(t, sb.Close())
-	})
-	return sb, hs.URL
+	t.Cleanup(func() { require.NoError(t, sb.Close()) })
+	return sb.Server, sb.URL
 }
 
 // sandboxDest is a sandbox destination with the sandbox's replay marker.
@@ -522,12 +519,8 @@ func TestLookupSubstitutesBusinessID(t *testing.T) {
 }
 
 func BenchmarkDeliverSandbox(b *testing.B) {
-	sb, err := sandbox.Open(filepath.Join(b.TempDir(), "sandbox.db"), sandbox.DefaultModes())
-	require.NoError(b, err)
-	defer sb.Close()
-	hs := httptest.NewServer(sb.Handler())
-	defer hs.Close()
-	a, err := New("helpdesk", sandboxDest(hs.URL, "helpdesk"))
+	_, base := startSandbox(b)
+	a, err := New("helpdesk", sandboxDest(base, "helpdesk"))
 	require.NoError(b, err)
 	req := request("")
 	i := 0

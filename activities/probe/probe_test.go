@@ -41,6 +41,17 @@ func probeDest(t *testing.T, e *testsuite.Env, name string) probe.Report {
 	return run(t, e, name, e.Config.Destinations[name], e.Adapters.ByName[name], probe.Options{})
 }
 
+// probeChanged probes the destination name as declared but for change,
+// through an adapter opened for the changed declaration.
+func probeChanged(t *testing.T, e *testsuite.Env, name string, change func(d *contract.Destination)) probe.Report {
+	t.Helper()
+	d := e.Config.Destinations[name]
+	change(&d)
+	ad, err := httpdest.New(name, d)
+	require.NoError(t, err)
+	return run(t, e, name, d, ad, probe.Options{})
+}
+
 func effects(t *testing.T, e *testsuite.Env, dest, businessID string) int {
 	t.Helper()
 	n, err := e.Effects(dest, businessID)
@@ -96,11 +107,9 @@ func TestLookup(t *testing.T) {
 // finds the effect, so a lost response would be followed by a second send.
 func TestLookupNotByKey(t *testing.T) {
 	e := env(t)
-	d := e.Config.Destinations[lab.DestCRM]
-	d.LookupURL = e.SandboxURL + "/crm/tickets?key=some-fixed-value"
-	ad, err := httpdest.New(lab.DestCRM, d)
-	require.NoError(t, err)
-	r := run(t, e, lab.DestCRM, d, ad, probe.Options{})
+	r := probeChanged(t, e, lab.DestCRM, func(d *contract.Destination) {
+		d.LookupURL = e.SandboxURL + "/crm/tickets?key=some-fixed-value"
+	})
 	require.Equal(t, probe.Violation, r.Verdict)
 	require.Contains(t, r.Finding, "the lookup does not find the effect just created")
 }
@@ -130,11 +139,7 @@ func TestRejectsProbePayload(t *testing.T) {
 // (here status 201) would make every delivery look like a duplicate.
 func TestMarkerMatchesNew(t *testing.T) {
 	e := env(t)
-	d := e.Config.Destinations[lab.DestHelpdesk]
-	d.Contract.ReplayMarker = &contract.ReplayMarker{Status: 201}
-	ad, err := httpdest.New(lab.DestHelpdesk, d)
-	require.NoError(t, err)
-	r := run(t, e, lab.DestHelpdesk, d, ad, probe.Options{})
+	r := probeChanged(t, e, lab.DestHelpdesk, func(d *contract.Destination) { d.Contract.ReplayMarker = &contract.ReplayMarker{Status: 201} })
 	require.Equal(t, probe.Violation, r.Verdict)
 	require.Contains(t, r.Finding, "replay_marker status 201 also matches new effects")
 }
@@ -142,11 +147,7 @@ func TestMarkerMatchesNew(t *testing.T) {
 // TestNoMarker: replays without a declared marker pass, with a warning.
 func TestNoMarker(t *testing.T) {
 	e := env(t)
-	d := e.Config.Destinations[lab.DestHelpdesk]
-	d.Contract.ReplayMarker = nil
-	ad, err := httpdest.New(lab.DestHelpdesk, d)
-	require.NoError(t, err)
-	r := run(t, e, lab.DestHelpdesk, d, ad, probe.Options{})
+	r := probeChanged(t, e, lab.DestHelpdesk, func(d *contract.Destination) { d.Contract.ReplayMarker = nil })
 	require.Equal(t, probe.Passed, r.Verdict, r.Finding)
 	require.Len(t, r.Warnings, 1)
 	require.Contains(t, r.Warnings[0], "set replay_marker")
@@ -154,11 +155,7 @@ func TestNoMarker(t *testing.T) {
 
 func TestUnreachable(t *testing.T) {
 	e := env(t)
-	d := e.Config.Destinations[lab.DestHelpdesk]
-	d.URL = "http://127.0.0.1:1/helpdesk/tickets"
-	ad, err := httpdest.New(lab.DestHelpdesk, d)
-	require.NoError(t, err)
-	r := run(t, e, lab.DestHelpdesk, d, ad, probe.Options{})
+	r := probeChanged(t, e, lab.DestHelpdesk, func(d *contract.Destination) { d.URL = "http://127.0.0.1:1/helpdesk/tickets" })
 	require.Equal(t, probe.Inconclusive, r.Verdict)
 	require.Contains(t, r.Finding, "not_sent")
 }

@@ -179,19 +179,26 @@ func setup(t *testing.T) *cli {
 // dev server for all of them.
 func TestCLI(t *testing.T) {
 	c := setup(t)
-	t.Run("created then duplicate", func(t *testing.T) { c.t = t; testCreatedThenDuplicate(t, c) })
-	t.Run("conflict", func(t *testing.T) { c.t = t; testConflict(t, c) })
-	t.Run("rejected", func(t *testing.T) { c.t = t; testRejected(t, c) })
-	t.Run("no wait", func(t *testing.T) { c.t = t; testNoWait(t, c) })
-	t.Run("not delivered, interrupted", func(t *testing.T) { c.t = t; testNotDelivered(t, c) })
-	t.Run("awaiting review, list, review", func(t *testing.T) { c.t = t; testReview(t, c) })
-	t.Run("unknown destination", func(t *testing.T) { c.t = t; testUnknownDestination(t, c) })
-	t.Run("malformed JSON", func(t *testing.T) { c.t = t; testMalformedJSON(t, c) })
-	t.Run("missing flags", func(t *testing.T) { c.t = t; testMissingFlags(t, c) })
-	t.Run("unknown and bad keys", func(t *testing.T) { c.t = t; testKeys(t, c) })
-	t.Run("Temporal unreachable", func(t *testing.T) { c.t = t; testUnreachable(t, c) })
-	t.Run("probe", func(t *testing.T) { c.t = t; testProbe(t, c) })
-	t.Run("help", func(t *testing.T) { c.t = t; testHelp(t, c) })
+	for _, tc := range []struct {
+		name string
+		test func(*testing.T, *cli)
+	}{
+		{"created then duplicate", testCreatedThenDuplicate},
+		{"conflict", testConflict},
+		{"rejected", testRejected},
+		{"no wait", testNoWait},
+		{"not delivered, interrupted", testNotDelivered},
+		{"awaiting review, list, review", testReview},
+		{"unknown destination", testUnknownDestination},
+		{"malformed JSON", testMalformedJSON},
+		{"missing flags", testMissingFlags},
+		{"unknown and bad keys", testKeys},
+		{"Temporal unreachable", testUnreachable},
+		{"probe", testProbe},
+		{"help", testHelp},
+	} {
+		t.Run(tc.name, func(t *testing.T) { c.t = t; tc.test(t, c) })
+	}
 }
 
 func testCreatedThenDuplicate(t *testing.T, c *cli) {
