@@ -2,7 +2,6 @@ package devstack_test
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
@@ -16,11 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/abde64c9/courier/contract"
-	"github.com/abde64c9/courier/devserver"
 	"github.com/abde64c9/courier/devstack"
 	"github.com/abde64c9/courier/internal/lab"
-	"github.com/abde64c9/courier/opkey"
-	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -62,9 +58,6 @@ func freePort(t *testing.T) int {
 func TestStackKeepsDeliveriesAcrossRestarts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Temporal dev server")
-	}
-	if _, err := devserver.Binary(); err != nil {
-		t.Skip(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -108,20 +101,8 @@ func TestStackKeepsDeliveriesAcrossRestarts(t *testing.T) {
 		require.Equal(t, http.StatusOK, resp.StatusCode, u)
 	}
 
-	st := starter.New(s.Client())
-	ticket := func(dest, id string) workflows.DeliveryInput {
-		return workflows.DeliveryInput{
-			Operation: opkey.Operation{Destination: dest, Operation: "create-ticket", BusinessID: id},
-			Payload:   json.RawMessage(`{"subject": "kept across restarts"}`),
-		}
-	}
-	first, err := st.Deliver(ctx, ticket("helpdesk", "persist-1"))
+	first, parked, err := lab.CreatedAndParked(ctx, starter.New(s.Client()), s.Sandbox(), [2]string{"persist-1", "persist-2"})
 	require.NoError(t, err)
-	require.Equal(t, workflows.StatusCreated, first.Status)
-	require.NoError(t, s.Sandbox().Inject("legacy", sandbox.Fault{Kind: sandbox.FaultCloseAfterCommit}))
-	parked, err := st.Deliver(ctx, ticket("legacy", "persist-2"))
-	require.NoError(t, err)
-	require.Equal(t, workflows.StateAwaitingReview, parked.State)
 
 	require.NoError(t, s.Stop())
 	stopped = true
@@ -137,13 +118,13 @@ func TestStackKeepsDeliveriesAcrossRestarts(t *testing.T) {
 	stopped = false
 	require.Empty(t, s.MetricsURL())
 	require.NotContains(t, s.Banner(), "metrics")
-	st = starter.New(s.Client())
+	st := starter.New(s.Client())
 
 	again, err := st.Status(ctx, first.Key)
 	require.NoError(t, err)
 	require.Equal(t, workflows.StatusCreated, again.Status)
 	require.Equal(t, first.Receipt.ResourceID, again.Receipt.ResourceID)
-	dup, err := st.Deliver(ctx, ticket("helpdesk", "persist-1"))
+	dup, err := st.Deliver(ctx, lab.TicketInput(lab.DestHelpdesk, "persist-1"))
 	require.NoError(t, err)
 	require.Equal(t, workflows.StatusDuplicate, dup.Status)
 	recs, err := s.Sandbox().Records("helpdesk")

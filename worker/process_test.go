@@ -23,7 +23,7 @@ import (
 
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/devserver"
-	"github.com/abde64c9/courier/opkey"
+	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/worker"
@@ -85,9 +85,6 @@ func TestMetricsAfterDeliveries(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Temporal dev server")
 	}
-	if _, err := devserver.Binary(); err != nil {
-		t.Skip(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	srv, err := devserver.Start(ctx, devserver.Options{})
@@ -117,19 +114,8 @@ func TestMetricsAfterDeliveries(t *testing.T) {
 	defer func() { _ = p.Stop() }()
 
 	s := starter.New(srv.Client())
-	op := func(dest, id string) workflows.DeliveryInput {
-		return workflows.DeliveryInput{
-			Operation: opkey.Operation{Destination: dest, Operation: "create-ticket", BusinessID: id},
-			Payload:   json.RawMessage(`{"subject": "metrics"}`),
-		}
-	}
-	st, err := s.Deliver(ctx, op("helpdesk", "m-1"))
+	st, parked, err := lab.CreatedAndParked(ctx, s, sb, [2]string{"m-1", "m-2"})
 	require.NoError(t, err)
-	require.Equal(t, workflows.StatusCreated, st.Status)
-	require.NoError(t, sb.Inject("legacy", sandbox.Fault{Kind: sandbox.FaultCloseAfterCommit}))
-	parked, err := s.Deliver(ctx, op("legacy", "m-2"))
-	require.NoError(t, err)
-	require.Equal(t, workflows.StateAwaitingReview, parked.State)
 
 	metrics := "http://" + p.MetricsAddr() + "/metrics"
 	for _, want := range []sample{

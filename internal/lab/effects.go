@@ -3,11 +3,16 @@ package lab
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"sort"
 
 	"github.com/abde64c9/courier/activities/sqldest"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/sandbox"
+	"github.com/abde64c9/courier/starter"
+	"github.com/abde64c9/courier/workflows"
 )
 
 // Effect is one effect a destination stored.
@@ -116,4 +121,28 @@ func TicketBusinessID(payload []byte) string {
 	}
 	_ = json.Unmarshal(payload, &p)
 	return p.RequestID
+}
+
+// CreatedAndParked delivers two tickets a test can look for: one created at
+// the sandbox's helpdesk, one parked for review at its legacy service (its
+// response lost after the commit). ids names them.
+func CreatedAndParked(ctx context.Context, st *starter.Client, sb *sandbox.Server, ids [2]string) (created, parked workflows.DeliveryStatus, err error) {
+	if created, err = st.Deliver(ctx, TicketInput(DestHelpdesk, ids[0])); err != nil || created.Status != workflows.StatusCreated {
+		return created, parked, errors.Join(err, fmt.Errorf("%s: %s, want created", ids[0], created.Status))
+	}
+	if err = sb.Inject(DestLegacy, sandbox.Fault{Kind: sandbox.FaultCloseAfterCommit}); err != nil {
+		return created, parked, err
+	}
+	if parked, err = st.Deliver(ctx, TicketInput(DestLegacy, ids[1])); err == nil && parked.State != workflows.StateAwaitingReview {
+		err = fmt.Errorf("%s: %s, want awaiting review", ids[1], parked.State)
+	}
+	return created, parked, err
+}
+
+// TicketInput is a delivery of a Ticket for id to dest.
+func TicketInput(dest, id string) workflows.DeliveryInput {
+	return workflows.DeliveryInput{
+		Operation: opkey.Operation{Destination: dest, Operation: "create-ticket", BusinessID: id},
+		Payload:   Ticket(id, "lab ticket "+id),
+	}
 }

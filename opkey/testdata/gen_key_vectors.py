@@ -114,54 +114,45 @@ class Parser:
         if self.depth > MAX_DEPTH:
             raise Reject("too deep")
 
-    def obj(self):
+    def seq(self, open_, close, item):
+        """Reads open_, items separated by commas, close: an object or array."""
         self.nest()
-        self.expect(b"{")
-        members = []
+        self.expect(open_)
+        items = []
         self.ws()
-        if self.peek() == b"}":
+        if self.peek() == close:
             self.i += 1
         else:
             while True:
                 self.ws()
-                if self.peek() != b'"':
-                    raise Reject("member name expected at %d" % self.i)
-                name = self.string()
-                self.ws()
-                self.expect(b":")
-                self.ws()
-                members.append((name, self.value()))
+                items.append(item())
                 self.ws()
                 if self.peek() == b",":
                     self.i += 1
                     continue
-                self.expect(b"}")
+                self.expect(close)
                 break
+        self.depth -= 1
+        return items
+
+    def member(self):
+        if self.peek() != b'"':
+            raise Reject("member name expected at %d" % self.i)
+        name = self.string()
+        self.ws()
+        self.expect(b":")
+        self.ws()
+        return (name, self.value())
+
+    def obj(self):
+        members = self.seq(b"{", b"}", self.member)
         names = [n for n, _ in members]
         if len(set(names)) != len(names):
             raise Reject("duplicate member name")
-        self.depth -= 1
         return ("obj", members)
 
     def arr(self):
-        self.nest()
-        self.expect(b"[")
-        items = []
-        self.ws()
-        if self.peek() == b"]":
-            self.i += 1
-        else:
-            while True:
-                self.ws()
-                items.append(self.value())
-                self.ws()
-                if self.peek() == b",":
-                    self.i += 1
-                    continue
-                self.expect(b"]")
-                break
-        self.depth -= 1
-        return ("arr", items)
+        return ("arr", self.seq(b"[", b"]", self.value))
 
     def digits(self):
         start = self.i
