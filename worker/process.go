@@ -46,7 +46,8 @@ type ProcessOptions struct {
 	// environment (connect.ClientOptions).
 	Client *client.Options
 	// MetricsAddr, when set, serves Prometheus metrics on /metrics and
-	// readiness on /healthz, e.g. ":9090".
+	// readiness on /healthz, e.g. ":9090": 200 while the workers run and
+	// reach Temporal, 503 with the reason otherwise.
 	MetricsAddr string
 	// ReviewPoll is how often the awaiting-review gauge is refreshed.
 	ReviewPoll time.Duration
@@ -68,6 +69,7 @@ type Process struct {
 	http     *http.Server
 	addr     string
 	ready    atomic.Bool
+	reach    *reachability
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	stopOnce sync.Once
@@ -106,6 +108,9 @@ func StartProcess(ctx context.Context, o ProcessOptions) (_ *Process, err error)
 		co = *o.Client
 	} else if co, err = connect.ClientOptions(logger); err != nil {
 		return nil, err
+	}
+	if co.HostPort == "" {
+		co.HostPort = client.DefaultHostPort
 	}
 	if co.Namespace == "" {
 		co.Namespace = client.DefaultNamespace
@@ -154,6 +159,12 @@ func StartProcess(ctx context.Context, o ProcessOptions) (_ *Process, err error)
 		defer p.wg.Done()
 		watchAwaitingReview(wctx, p.client, co.Namespace, o.Config.Names(), p.metrics.Handler, every, logger)
 	}()
+	p.reach = newReachability(co.HostPort, co.Namespace, p.metrics.Handler, logger, time.Now())
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		p.reach.watch(wctx, p.client)
+	}()
 	p.ready.Store(true)
 	logger.Info("courier worker running", "temporal", co.HostPort, "namespace", co.Namespace,
 		"task_queue", workflows.TaskQueue, "destinations", o.Config.Names(), "metrics", p.addr)
@@ -197,9 +208,14 @@ func (p *Process) listenMetrics(addr string) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", p.metrics.HTTPHandler())
+	// Ready once the workers run, and while they can reach Temporal.
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if !p.ready.Load() {
 			http.Error(w, "starting or stopping", http.StatusServiceUnavailable)
+			return
+		}
+		if problem := p.reach.problem(); problem != "" {
+			http.Error(w, problem, http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = w.Write([]byte("ok\n"))

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -96,25 +97,35 @@ func StartWorker(ctx context.Context, o WorkerOptions) (*Worker, error) {
 }
 
 func (w *Worker) awaitHealthy(ctx context.Context) error {
-	deadline := time.Now().Add(w.o.ReadyWithin)
+	_, err := w.AwaitHealthz(ctx, http.StatusOK, w.o.ReadyWithin)
+	return err
+}
+
+// AwaitHealthz polls the process's /healthz until it answers code, and
+// returns the body; an error if the process exits first or within passes.
+func (w *Worker) AwaitHealthz(ctx context.Context, code int, within time.Duration) (string, error) {
+	deadline := time.Now().Add(within)
 	url := "http://" + w.o.MetricsAddr + "/healthz"
 	hc := &http.Client{Timeout: time.Second}
+	last := "no answer"
 	for {
 		if resp, err := hc.Get(url); err == nil {
+			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
+			if resp.StatusCode == code {
+				return string(b), nil
 			}
+			last = resp.Status + ": " + strings.TrimSpace(string(b))
 		}
 		select {
 		case <-w.done:
-			return fmt.Errorf("courier worker exited before it was ready (%v); its log has why", w.exitErr())
+			return "", fmt.Errorf("courier worker exited before /healthz answered %d (%v); its log has why", code, w.exitErr())
 		case <-ctx.Done():
-			return ctx.Err()
+			return "", ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("courier worker: %s did not answer 200 within %s", url, w.o.ReadyWithin)
+			return "", fmt.Errorf("courier worker: %s did not answer %d within %s (last: %s)", url, code, within, last)
 		}
 	}
 }
