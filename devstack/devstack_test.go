@@ -1,7 +1,6 @@
 package devstack_test
 
 import (
-	"context"
 	"io"
 	"log/slog"
 	"net"
@@ -56,13 +55,7 @@ func freePort(t *testing.T) int {
 // second start on the same folder finds the deliveries of the first: one
 // finished, one still waiting for its review.
 func TestStackKeepsDeliveriesAcrossRestarts(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a Temporal dev server")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	courier, err := lab.BuildCourier(t.TempDir())
-	require.NoError(t, err)
+	ctx, courier := lab.RealTest(t, 4*time.Minute)
 	o := devstack.Options{
 		Dir:         filepath.Join(t.TempDir(), ".courier"),
 		Port:        freePort(t),

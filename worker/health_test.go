@@ -1,7 +1,6 @@
 package worker_test
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -9,7 +8,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/abde64c9/courier/devserver"
 	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/worker"
@@ -21,16 +19,7 @@ import (
 // after it is back, the gauge and the log following; the worker then
 // delivers as before.
 func TestHealthzFollowsTheFrontend(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a Temporal dev server and a worker process")
-	}
-	if _, err := devserver.Binary(); err != nil {
-		t.Skip(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	courier, err := lab.BuildCourier(t.TempDir())
-	require.NoError(t, err)
+	ctx, courier := lab.RealTest(t, 4*time.Minute)
 	logs := &syncBuffer{}
 	s, err := lab.Start(ctx, lab.Options{Courier: courier, Workers: 1, Persist: true, WorkerLog: logs})
 	require.NoError(t, err)

@@ -1,7 +1,6 @@
 package haproxy_test
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/abde64c9/courier/devserver"
 	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -33,16 +31,7 @@ func TestProxiesWorkersAndCallers(t *testing.T) {
 	if out, err := exec.Command(haproxy, "-c", "-f", "haproxy.cfg").CombinedOutput(); err != nil {
 		t.Fatalf("haproxy -c -f haproxy.cfg: %v\n%s", err, out)
 	}
-	if testing.Short() {
-		t.Skip("starts a Temporal dev server, HAProxy and a worker process")
-	}
-	if _, err := devserver.Binary(); err != nil {
-		t.Skip(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	courier, err := lab.BuildCourier(t.TempDir())
-	require.NoError(t, err)
+	ctx, courier := lab.RealTest(t, 4*time.Minute)
 	s, err := lab.Start(ctx, lab.Options{Courier: courier, Persist: true})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, s.Close()) }()

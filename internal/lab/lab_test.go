@@ -1,7 +1,6 @@
 package lab
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -15,10 +14,7 @@ import (
 // effect is counted from the sandbox's store, and a killed worker comes
 // back under a new PID.
 func TestStack(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	courier, err := BuildCourier(t.TempDir())
-	require.NoError(t, err)
+	ctx, courier := RealTest(t, 3*time.Minute)
 	s, err := Start(ctx, Options{Courier: courier, Workers: 1, WorkerArgs: []string{"--log-level", "warn"}})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, s.Close()) }()
