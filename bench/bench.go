@@ -186,14 +186,14 @@ type Setup struct {
 	Temporal      lab.ServerInfo `json:"temporal"`
 	ServerPID     int            `json:"server_pid,omitempty"`
 	ServerMetrics string         `json:"server_metrics,omitempty"`
-	Worker        string   `json:"worker"`
-	CPUs          int      `json:"cpus"`
-	GoVersion     string   `json:"go_version"`
-	Phases        []string `json:"phases"`
-	Concurrency   []int    `json:"concurrency,omitempty"`
-	Rounds        int      `json:"rounds,omitempty"`
-	WindowSeconds float64  `json:"window_seconds,omitempty"`
-	LeadSeconds   float64  `json:"lead_seconds,omitempty"`
+	Worker        string         `json:"worker"`
+	CPUs          int            `json:"cpus"`
+	GoVersion     string         `json:"go_version"`
+	Phases        []string       `json:"phases"`
+	Concurrency   []int          `json:"concurrency,omitempty"`
+	Rounds        int            `json:"rounds,omitempty"`
+	WindowSeconds float64        `json:"window_seconds,omitempty"`
+	LeadSeconds   float64        `json:"lead_seconds,omitempty"`
 }
 
 // Target is one target next to its measurement.
