@@ -235,6 +235,9 @@ func Run(ctx context.Context, o Options) (Report, error) {
 			return rep, fmt.Errorf("unknown phase %q; use %s", p, strings.Join(AllPhases, ", "))
 		}
 	}
+	if err := checkServer(ctx, o); err != nil {
+		return rep, err
+	}
 	rep.Setup = Setup{
 		Server: "Temporal dev server (CLI " + devserver.CLIVersion + "), SQLite file",
 		Worker: "`courier worker` subprocess; the bare workflow's worker in the bench process",

@@ -65,13 +65,7 @@ func startStack(ctx context.Context, o Options) (s *stack, err error) {
 		return s, err
 	}
 	if os.Getenv("TEMPORAL_ADDRESS") == "" {
-		if o.ServerPID != 0 || o.ServerMetrics != "" {
-			return s, errors.New("bench: a server PID and metrics address are for an external server (TEMPORAL_ADDRESS); " +
-				"the benchmark reads a dev server of its own by itself")
-		}
 		o.progress("starting the Temporal dev server (SQLite file in %s)", s.dir)
-	} else if err := checkServer(ctx, o); err != nil {
-		return s, err
 	}
 	level := "warn" // the worker logs at info when its output is shown
 	if o.Log != io.Discard {
@@ -100,6 +94,10 @@ func startStack(ctx context.Context, o Options) (s *stack, err error) {
 // checkServer checks, before anything starts, that the external server's
 // PID and metrics address Options name are readable.
 func checkServer(ctx context.Context, o Options) error {
+	if os.Getenv("TEMPORAL_ADDRESS") == "" && (o.ServerPID != 0 || o.ServerMetrics != "") {
+		return errors.New("bench: a server PID and metrics address are for an external server (TEMPORAL_ADDRESS); " +
+			"the benchmark reads a dev server of its own by itself")
+	}
 	if o.ServerPID != 0 {
 		if _, err := lab.ReadProc(o.ServerPID); err != nil {
 			return fmt.Errorf("bench: server PID %d: %w; give the PID of the Temporal server process on this machine", o.ServerPID, err)
