@@ -24,6 +24,24 @@ import (
 // server restart, against the real `courier worker` binary, in about two
 // minutes. `go test -short` skips it.
 func TestShortSoak(t *testing.T) {
+	bin := soakCourier(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	sum, _ := runSoak(ctx, t, soak.Options{
+		Deliveries: 100, Rate: 4, Kills: 5, FaultRatio: soak.DefaultFaultRatio, Seed: 1, Timeout: 4 * time.Minute, Courier: bin,
+	})
+	require.Equal(t, 5, sum.WorkerKills)
+	require.Equal(t, 1, sum.ServerRestarts)
+	require.True(t, sum.Temporal.Own)
+	require.Equal(t, soak.RestartDevServer, sum.ServerRestart)
+	// The chaos did something: faults hit requests and every dedup kind
+	// was exercised.
+	require.NotZero(t, len(sum.FaultsApplied))
+	require.Len(t, sum.ByDedup, 4)
+}
+
+// soakCourier skips a -short run, and builds courier for the workers.
+func soakCourier(t *testing.T) string {
 	if testing.Short() {
 		t.Skip("the soak takes minutes; run without -short")
 	}
@@ -31,16 +49,16 @@ func TestShortSoak(t *testing.T) {
 	require.NoError(t, err, devserver.BuildHint)
 	bin, err := lab.BuildCourier(t.TempDir())
 	require.NoError(t, err)
+	return bin
+}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+// runSoak runs a soak that must pass, with every delivery in a status it
+// can end in, and returns its summary and log.
+func runSoak(ctx context.Context, t *testing.T, o soak.Options) (soak.Summary, string) {
 	var log strings.Builder
-	sum, err := soak.Run(ctx, soak.Options{
-		Deliveries: 100, Rate: 4, Kills: 5, FaultRatio: soak.DefaultFaultRatio, Seed: 1, Timeout: 4 * time.Minute,
-		Courier: bin,
-		Log:     &log,
-		Logger:  slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
-	})
+	o.Log = &log
+	o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	sum, err := soak.Run(ctx, o)
 	t.Log(log.String())
 	require.NoError(t, err)
 	var table strings.Builder
@@ -50,15 +68,10 @@ func TestShortSoak(t *testing.T) {
 	require.Empty(t, sum.Violations)
 	require.Zero(t, sum.Duplicates)
 	require.Zero(t, sum.Lost)
-	require.Equal(t, 100, sum.Deliveries)
-	require.Equal(t, 5, sum.WorkerKills)
-	require.Equal(t, 1, sum.ServerRestarts)
-	// The chaos did something: faults hit requests and every dedup kind
-	// was exercised.
-	require.NotZero(t, len(sum.FaultsApplied))
-	require.Len(t, sum.ByDedup, 4)
-	require.Equal(t, 100, sum.Statuses["created"]+sum.Statuses["duplicate"]+sum.Statuses["delivered_by_review"]+
+	require.Equal(t, o.Deliveries, sum.Deliveries)
+	require.Equal(t, o.Deliveries, sum.Statuses["created"]+sum.Statuses["duplicate"]+sum.Statuses["delivered_by_review"]+
 		sum.Statuses["rejected"]+sum.Statuses["awaiting_review"], "statuses: %v", sum.Statuses)
+	return sum, log.String() + table.String()
 }
 
 // TestSoakExternalServer runs two short soaks against a server that is not
@@ -68,13 +81,7 @@ func TestShortSoak(t *testing.T) {
 // second's command SIGKILLs the server, and the test starts it again on
 // its SQLite file when it sees it gone, as a supervisor would.
 func TestSoakExternalServer(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the soak takes minutes; run without -short")
-	}
-	_, err := devserver.Binary()
-	require.NoError(t, err, devserver.BuildHint)
-	bin, err := lab.BuildCourier(t.TempDir())
-	require.NoError(t, err)
+	bin := soakCourier(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 
@@ -83,8 +90,13 @@ func TestSoakExternalServer(t *testing.T) {
 	require.NoError(t, err)
 	defer srv.Close()
 	pidFile := filepath.Join(dir, "server.pid")
-	writePID := func() { require.NoError(t, os.WriteFile(pidFile, []byte(strconv.Itoa(srv.PID())), 0o644)) }
-	writePID()
+	writePID := func() error { // whole, for the restart command reading it
+		if err := os.WriteFile(pidFile+".new", []byte(strconv.Itoa(srv.PID())), 0o644); err != nil {
+			return err
+		}
+		return os.Rename(pidFile+".new", pidFile)
+	}
+	require.NoError(t, writePID())
 	restarts, stopSupervisor := superviseServer(ctx, t, srv, writePID)
 	defer stopSupervisor() // before srv.Close, or it would start the server again
 
@@ -92,24 +104,14 @@ func TestSoakExternalServer(t *testing.T) {
 	t.Setenv("TEMPORAL_ADDRESS", srv.HostPort)
 	t.Setenv("TEMPORAL_NAMESPACE", ns)
 	soakOnce := func(deliveries, kills int, restart string) (soak.Summary, string) {
-		var log strings.Builder
-		sum, err := soak.Run(ctx, soak.Options{
+		sum, log := runSoak(ctx, t, soak.Options{
 			Deliveries: deliveries, Rate: 3, Kills: kills, FaultRatio: soak.DefaultFaultRatio, Seed: 7, Timeout: 3 * time.Minute,
-			Courier: bin, UseEnvironment: true, RestartServer: restart, Log: &log,
-			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
+			Courier: bin, UseEnvironment: true, RestartServer: restart,
 		})
-		t.Log(log.String())
-		require.NoError(t, err)
-		var table strings.Builder
-		require.NoError(t, sum.WriteTable(&table))
-		t.Log("\n" + table.String())
-		require.False(t, sum.Failed(), "violations: %v", sum.Violations)
 		require.Equal(t, lab.ServerInfo{Address: srv.HostPort, Namespace: ns}, sum.Temporal)
-		require.Contains(t, table.String(), "external server (TEMPORAL_ADDRESS), namespace "+ns)
-		require.Equal(t, deliveries, sum.Statuses["created"]+sum.Statuses["duplicate"]+sum.Statuses["delivered_by_review"]+
-			sum.Statuses["rejected"]+sum.Statuses["awaiting_review"], "statuses: %v", sum.Statuses)
+		require.Contains(t, log, "external server (TEMPORAL_ADDRESS), namespace "+ns)
 		require.Equal(t, kills, sum.WorkerKills)
-		return sum, log.String()
+		return sum, log
 	}
 
 	sum, log := soakOnce(20, 1, "")
@@ -140,7 +142,7 @@ echo "server pid $old replaced by $(cat %[1]s)"`, pidFile)
 // superviseServer starts srv again, on its SQLite file, whenever its
 // process dies, and calls started after each start; it counts the starts
 // until stop is called.
-func superviseServer(ctx context.Context, t *testing.T, srv *lab.Temporal, started func()) (_ *atomic.Int32, stop func()) {
+func superviseServer(ctx context.Context, t *testing.T, srv *lab.Temporal, started func() error) (_ *atomic.Int32, stop func()) {
 	var n atomic.Int32
 	done, quit := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -162,7 +164,10 @@ func superviseServer(ctx context.Context, t *testing.T, srv *lab.Temporal, start
 				return
 			}
 			n.Add(1)
-			started()
+			if err := started(); err != nil {
+				t.Errorf("after the server's start: %v", err)
+				return
+			}
 		}
 	}()
 	return &n, func() { close(quit); <-done }
