@@ -19,7 +19,6 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -28,6 +27,7 @@ import (
 	"time"
 
 	"github.com/abde64c9/courier/devserver"
+	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/starter"
 )
 
@@ -75,6 +75,15 @@ type Options struct {
 	KeyRuns int
 	// Smoke shrinks what has no other knob (history samples).
 	Smoke bool
+
+	// ServerPID and ServerMetrics, on an external server (TEMPORAL_ADDRESS),
+	// are its process on this machine, whose CPU time the throughput
+	// tables split out, and its Prometheus endpoint
+	// (http://host:port/metrics), from which the server-work section
+	// counts what each workflow asked of it. Zero and empty leave those
+	// out; a dev server of the benchmark's own gives its own.
+	ServerPID     int
+	ServerMetrics string
 
 	// Courier is the courier binary, run as the `courier worker`.
 	Courier string
@@ -171,15 +180,20 @@ type Report struct {
 
 // Setup says what was measured, on what.
 type Setup struct {
-	Server        string   `json:"server"`
-	Worker        string   `json:"worker"`
-	CPUs          int      `json:"cpus"`
-	GoVersion     string   `json:"go_version"`
-	Phases        []string `json:"phases"`
-	Concurrency   []int    `json:"concurrency,omitempty"`
-	Rounds        int      `json:"rounds,omitempty"`
-	WindowSeconds float64  `json:"window_seconds,omitempty"`
-	LeadSeconds   float64  `json:"lead_seconds,omitempty"`
+	Server string `json:"server"`
+	// Temporal is the server and namespace the run used; ServerPID and
+	// ServerMetrics where its CPU time and counters were read, if anywhere.
+	Temporal      lab.ServerInfo `json:"temporal"`
+	ServerPID     int            `json:"server_pid,omitempty"`
+	ServerMetrics string         `json:"server_metrics,omitempty"`
+	Worker        string         `json:"worker"`
+	CPUs          int            `json:"cpus"`
+	GoVersion     string         `json:"go_version"`
+	Phases        []string       `json:"phases"`
+	Concurrency   []int          `json:"concurrency,omitempty"`
+	Rounds        int            `json:"rounds,omitempty"`
+	WindowSeconds float64        `json:"window_seconds,omitempty"`
+	LeadSeconds   float64        `json:"lead_seconds,omitempty"`
 }
 
 // Target is one target next to its measurement.
@@ -221,6 +235,9 @@ func Run(ctx context.Context, o Options) (Report, error) {
 			return rep, fmt.Errorf("unknown phase %q; use %s", p, strings.Join(AllPhases, ", "))
 		}
 	}
+	if err := checkServer(ctx, o); err != nil {
+		return rep, err
+	}
 	rep.Setup = Setup{
 		Server: "Temporal dev server (CLI " + devserver.CLIVersion + "), SQLite file",
 		Worker: "`courier worker` subprocess; the bare workflow's worker in the bench process",
@@ -248,8 +265,9 @@ func Run(ctx context.Context, o Options) (Report, error) {
 			return rep, err
 		}
 		defer st.close()
+		rep.Setup.Temporal, rep.Setup.ServerPID, rep.Setup.ServerMetrics = st.Temporal.Info(), st.serverPID, st.metricsURL
 		if !st.Temporal.Own {
-			rep.Setup.Server = "TEMPORAL_ADDRESS " + os.Getenv("TEMPORAL_ADDRESS")
+			rep.Setup.Server = "Temporal server at " + st.Temporal.HostPort
 		}
 		r := &runner{
 			opts: o, st: st, starter: st.Starter,

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -152,6 +153,81 @@ func TestSmoke(t *testing.T) {
 	t.Log("\n" + md.String())
 }
 
+// TestExternalServer runs the throughput and history phases against a
+// server that is not the benchmark's own (a second dev server the test
+// starts) in a namespace of its own, told the server's PID and metrics
+// address: its CPU time and its work per workflow are measured as on the
+// benchmark's own server, and the report names it. Bad PIDs and metrics
+// addresses are refused before anything starts.
+func TestExternalServer(t *testing.T) {
+	_, err := devserver.Binary()
+	require.NoError(t, err, devserver.BuildHint)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	srv, err := lab.StartTemporal(ctx, lab.TemporalOptions{})
+	require.NoError(t, err)
+	defer srv.Close()
+	const ns = "courier-bench-external" // tally writes it courier_bench_external
+	t.Setenv("TEMPORAL_ADDRESS", srv.HostPort)
+	t.Setenv("TEMPORAL_NAMESPACE", ns)
+
+	var progress bytes.Buffer
+	o := Smoke(Options{
+		Phases: []string{PhaseThroughput, PhaseHistory}, ServerPID: srv.PID(), ServerMetrics: srv.MetricsURL(),
+		Courier:  courier,
+		Logger:   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Progress: &progress,
+	})
+	o.Concurrency = []int{1}
+	rep, err := Run(ctx, o)
+	require.NoError(t, err, progress.String())
+	require.Equal(t, lab.ServerInfo{Address: srv.HostPort, Namespace: ns}, rep.Setup.Temporal)
+	require.Equal(t, srv.PID(), rep.Setup.ServerPID)
+	require.Equal(t, srv.MetricsURL(), rep.Setup.ServerMetrics)
+	for _, s := range rep.Throughput {
+		require.Zero(t, s.Errors, "%s: %s", s.Side, s.FirstError)
+		if s.Side != SideDirect {
+			require.Positive(t, s.CPUms.Server, s.Side)
+		}
+	}
+	require.Len(t, rep.ServerWork, 3)
+	for _, w := range rep.ServerWork {
+		require.Positive(t, w.Requests["history CreateWorkflowExecution"], w.Side)
+		require.Positive(t, w.Calls["StartWorkflowExecution"]+w.Calls["ExecuteMultiOperation"], w.Side)
+		require.Positive(t, w.DBMs, w.Side)
+	}
+	counts := 0
+	for _, tg := range rep.Targets {
+		if strings.HasPrefix(tg.Name, "frontend calls") || strings.HasPrefix(tg.Name, "database requests") {
+			require.True(t, tg.Pass, "%+v", tg)
+			counts++
+		}
+	}
+	require.Equal(t, 4, counts)
+	var md bytes.Buffer
+	rep.Markdown(&md)
+	require.Contains(t, md.String(), fmt.Sprintf("Server: an external server (TEMPORAL_ADDRESS) at %s, namespace %s; its CPU time from PID %d, "+
+		"its work per workflow from %s.", srv.HostPort, ns, srv.PID(), srv.MetricsURL()))
+	t.Log("\n" + md.String())
+
+	free, err := lab.FreeAddr()
+	require.NoError(t, err)
+	for _, bad := range []struct {
+		pid     int
+		metrics string
+		want    string
+	}{
+		{pid: 1 << 30, want: "give the PID of the Temporal server process"},
+		{metrics: "127.0.0.1:8000", want: "not an http URL"},
+		{metrics: "http://" + free + "/metrics", want: "connection refused"},
+	} {
+		o := o
+		o.ServerPID, o.ServerMetrics = bad.pid, bad.metrics
+		_, err := Run(ctx, o)
+		require.ErrorContains(t, err, bad.want)
+	}
+}
+
 // TestTicketPayloadIsTheKeyVector keeps the benchmark's payload the one the
 // key vectors (and opkey's benchmark) use.
 func TestTicketPayloadIsTheKeyVector(t *testing.T) {
@@ -228,4 +304,30 @@ func TestParseSample(t *testing.T) {
 		_, _, _, ok := parseSample(line)
 		require.False(t, ok, line)
 	}
+}
+
+// TestServerMetricForms: the tally framework (the dev server's and a
+// server's default) and the OpenTelemetry one name and label the same
+// counters differently; both read alike. The lines are as Temporal server
+// 1.29.1 wrote them in namespace bench-ext.
+func TestServerMetricForms(t *testing.T) {
+	for _, tc := range []struct{ framework, requests, latency string }{
+		{"tally",
+			`persistence_requests{namespace="bench_ext",operation="CreateWorkflowExecution",service_name="history"} 2`,
+			`persistence_latency_sum{namespace="bench_ext",operation="CreateWorkflowExecution",service_name="history"} 0.004`},
+		{"opentelemetry",
+			`persistence_requests_total{namespace="bench-ext",operation="CreateWorkflowExecution",otel_scope_name="temporal",otel_scope_version="",service_name="history"} 2`,
+			`persistence_latency_milliseconds_sum{namespace="bench-ext",operation="CreateWorkflowExecution",otel_scope_name="temporal",otel_scope_version="",service_name="history"} 4`},
+	} {
+		c := serverCounters{requests: map[string]float64{}, calls: map[string]float64{}}
+		for _, line := range []string{tc.requests, tc.latency} {
+			name, labels, value, ok := parseSample(line)
+			require.True(t, ok, line)
+			c.add(name, labels, value, "bench-ext")
+		}
+		require.Equal(t, map[string]float64{"history CreateWorkflowExecution": 2}, c.requests, tc.framework)
+		require.InDelta(t, 0.004, c.seconds, 1e-12, tc.framework)
+		require.True(t, c.persistence, tc.framework)
+	}
+	require.Equal(t, "courier_bench_1", tallyValue("courier-bench.1"))
 }

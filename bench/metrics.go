@@ -8,11 +8,13 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // ServerWork is what the server's persistence did for one workflow of a
-// side, read from the dev server's Prometheus metrics around a batch run one
-// at a time: the figure that shows what Courier asks of Temporal's database
+// side, read from the server's Prometheus metrics around a batch run one at
+// a time: the figure that shows what Courier asks of Temporal's database
 // beyond the bare workflow, free of the machine's noise.
 type ServerWork struct {
 	Side    string `json:"side"`
@@ -34,13 +36,20 @@ type ServerWork struct {
 type serverCounters struct {
 	requests, calls map[string]float64
 	seconds         float64
+	// persistence is whether the endpoint serves persistence requests at
+	// all (in any namespace).
+	persistence bool
 }
+
+// persistenceRequests is the counter that shows an endpoint is a Temporal
+// server's.
+const persistenceRequests = "persistence_requests"
 
 // scrapeServer reads the counters of namespace ns from the server's
 // Prometheus text endpoint. Shard-level work (task queue reads) is counted
 // under the system namespace and paced by the clock, not by workflows, so
 // it is left out. Visibility counters carry no namespace: they are all
-// taken, which on the benchmark's own server are the workflows'.
+// taken, which on a server the benchmark has to itself are the workflows'.
 func scrapeServer(ctx context.Context, url, ns string) (serverCounters, error) {
 	c := serverCounters{requests: map[string]float64{}, calls: map[string]float64{}}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -60,25 +69,60 @@ func scrapeServer(ctx context.Context, url, ns string) (serverCounters, error) {
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		name, labels, value, ok := parseSample(sc.Text())
-		if !ok {
-			continue
-		}
-		switch {
-		case name == "visibility_persistence_requests":
-			c.requests["visibility "+labels["operation"]] += value
-		case name == "visibility_persistence_latency_sum":
-			c.seconds += value
-		case labels["namespace"] != ns:
-		case name == "persistence_requests":
-			c.requests[labels["service_name"]+" "+labels["operation"]] += value
-		case name == "persistence_latency_sum":
-			c.seconds += value
-		case name == "service_requests" && labels["service_name"] == "frontend":
-			c.calls[labels["operation"]] += value
+		if name, labels, value, ok := parseSample(sc.Text()); ok {
+			c.add(name, labels, value, ns)
 		}
 	}
 	return c, sc.Err()
+}
+
+// add counts one sample, in either framework's form, if it is namespace
+// ns's work.
+func (c *serverCounters) add(name string, labels map[string]string, value float64, ns string) {
+	name, value = tallyName(name, value)
+	c.persistence = c.persistence || name == persistenceRequests
+	switch {
+	case name == "visibility_persistence_requests":
+		c.requests["visibility "+labels["operation"]] += value
+	case name == "visibility_persistence_latency_sum":
+		c.seconds += value
+	case labels["namespace"] != ns && labels["namespace"] != tallyValue(ns):
+	case name == persistenceRequests:
+		c.requests[labels["service_name"]+" "+labels["operation"]] += value
+	case name == "persistence_latency_sum":
+		c.seconds += value
+	case name == "service_requests" && labels["service_name"] == "frontend":
+		c.calls[labels["operation"]] += value
+	}
+}
+
+// tallyName is a sample's name and value as the server's default metrics
+// framework (tally, the dev server's too) writes them. Its OpenTelemetry
+// framework, unless told to write them the tally way, adds _total to
+// counters and a unit to timers, milliseconds unless it records seconds.
+func tallyName(name string, value float64) (string, float64) {
+	if n, ok := strings.CutSuffix(name, "_total"); ok {
+		return n, value
+	}
+	if n, ok := strings.CutSuffix(name, "_milliseconds_sum"); ok {
+		return n + "_sum", value / 1000
+	}
+	if n, ok := strings.CutSuffix(name, "_seconds_sum"); ok {
+		return n + "_sum", value
+	}
+	return name, value
+}
+
+// tallyValue is label value v as the tally framework writes it: every
+// character but ASCII letters, digits and _ becomes _, so namespace
+// courier-bench is labelled courier_bench.
+func tallyValue(v string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '_' || r < utf8.RuneSelf && (unicode.IsLetter(r) || unicode.IsDigit(r)) {
+			return r
+		}
+		return '_'
+	}, v)
 }
 
 // perWorkflow is the work between two scrapes, divided among n workflows.

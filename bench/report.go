@@ -146,6 +146,10 @@ func (r Report) Markdown(w io.Writer) {
 	p("")
 	p("%s; worker: %s; %d CPUs; %s; %s; %.0f s.", s.Server, s.Worker, s.CPUs, s.GoVersion,
 		r.Started.Format("2006-01-02 15:04 UTC"), r.Seconds)
+	if s.Temporal.Address != "" {
+		p("")
+		p("Server: %s; %s.", s.Temporal, serverSources(s))
+	}
 	if len(r.Throughput) > 0 {
 		how := fmt.Sprintf("each side measured for %.0f s per round after an unmeasured lead of %.0f s (direct: less)",
 			s.WindowSeconds, s.LeadSeconds)
@@ -260,6 +264,19 @@ func (r Report) Markdown(w io.Writer) {
 			p("%s at concurrency %d: %d errors, first: %s", t.Side, t.Concurrency, t.Errors, t.FirstError)
 		}
 	}
+}
+
+// serverSources says where the server's CPU time and counters came from.
+func serverSources(s Setup) string {
+	cpu := "its CPU time not read (no server PID)"
+	if s.ServerPID != 0 {
+		cpu = fmt.Sprintf("its CPU time from PID %d", s.ServerPID)
+	}
+	work := "its work per workflow not counted (no metrics address)"
+	if s.ServerMetrics != "" {
+		work = "its work per workflow from " + s.ServerMetrics
+	}
+	return cpu + ", " + work
 }
 
 func statuses(m map[string]int) string {

@@ -328,9 +328,9 @@ const historySamples = 10
 const metricsSettle = 2 * time.Second
 
 // serverCounters reads the server's persistence counters once the work so
-// far shows in them; nil when the server is not the benchmark's own.
+// far shows in them; nil when the server's metrics address is unknown.
 func (r *runner) serverCounters(ctx context.Context) (*serverCounters, error) {
-	url := r.st.Temporal.MetricsURL()
+	url := r.st.metricsURL
 	if url == "" {
 		return nil, nil
 	}

@@ -3,7 +3,9 @@ package bench
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -41,9 +43,12 @@ type stack struct {
 	*lab.Stack
 	opts Options
 	dir  string
-	// serverPID is the dev server's; 0 when the server is not the lab's.
-	serverPID int
-	bare      sdkworker.Worker
+	// serverPID and metricsURL are the server's process and Prometheus
+	// endpoint: the dev server's, or those Options name for an external
+	// one; 0 and empty when unknown.
+	serverPID  int
+	metricsURL string
+	bare       sdkworker.Worker
 }
 
 func startStack(ctx context.Context, o Options) (s *stack, err error) {
@@ -78,9 +83,42 @@ func startStack(ctx context.Context, o Options) (s *stack, err error) {
 		return s, err
 	}
 	s.Stack = ls
-	s.serverPID = s.Temporal.PID()
+	s.serverPID, s.metricsURL = s.Temporal.PID(), s.Temporal.MetricsURL()
+	if !s.Temporal.Own {
+		s.serverPID, s.metricsURL = o.ServerPID, o.ServerMetrics
+	}
 	s.bare, err = startBare(s.Temporal.Client())
 	return s, err
+}
+
+// checkServer checks, before anything starts, that the external server's
+// PID and metrics address Options name are readable.
+func checkServer(ctx context.Context, o Options) error {
+	if os.Getenv("TEMPORAL_ADDRESS") == "" && (o.ServerPID != 0 || o.ServerMetrics != "") {
+		return errors.New("bench: a server PID and metrics address are for an external server (TEMPORAL_ADDRESS); " +
+			"the benchmark reads a dev server of its own by itself")
+	}
+	if o.ServerPID != 0 {
+		if _, err := lab.ReadProc(o.ServerPID); err != nil {
+			return fmt.Errorf("bench: server PID %d: %w; give the PID of the Temporal server process on this machine", o.ServerPID, err)
+		}
+	}
+	if o.ServerMetrics != "" {
+		u, err := url.Parse(o.ServerMetrics)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("bench: server metrics %q: not an http URL; give its Prometheus endpoint, e.g. http://127.0.0.1:8000/metrics",
+				o.ServerMetrics)
+		}
+		c, err := scrapeServer(ctx, o.ServerMetrics, "")
+		if err != nil {
+			return fmt.Errorf("bench: server metrics %s: %w", o.ServerMetrics, err)
+		}
+		if !c.persistence {
+			return fmt.Errorf("bench: %s serves no %s metric: is it the Temporal server's Prometheus endpoint "+
+				"(global.metrics.prometheus.listenAddress in its config)?", o.ServerMetrics, persistenceRequests)
+		}
+	}
+	return nil
 }
 
 // client is the lab's Temporal client.

@@ -1,11 +1,18 @@
 package soak
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
 	"slices"
 	"sync"
 	"time"
+
+	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/sandbox"
@@ -141,8 +148,9 @@ func (s *workerSlot) unexpectedExits() int {
 	return s.exits
 }
 
-// chaos kills worker processes at random moments of the window, and stops
-// and restarts the dev server once in its middle.
+// chaos kills worker processes at random moments of the window, and
+// restarts the server once in its middle: a dev server of the soak's own
+// itself, an external one with the caller's command, if any.
 func (r *run) chaos(ctx context.Context, window time.Duration) {
 	type event struct {
 		at   time.Duration
@@ -162,11 +170,21 @@ func (r *run) chaos(ctx context.Context, window time.Duration) {
 		case <-ctx.Done():
 			return
 		}
-		if e.kill {
+		switch {
+		case e.kill:
 			r.killWorker(ctx)
-		} else if err := r.restartServer(ctx); err != nil {
-			r.violation("dev server restart: %v", err)
-			return
+		case r.sum.ServerRestart == RestartNone:
+			r.logf("no server restart: the server is external and there is no command to restart it")
+		case r.sum.ServerRestart == RestartByCommand:
+			if err := r.restartByCommand(ctx); err != nil {
+				r.violation("server restart command: %v", err)
+				return
+			}
+		default:
+			if err := r.restartServer(ctx); err != nil {
+				r.violation("dev server restart: %v", err)
+				return
+			}
 		}
 	}
 }
@@ -209,6 +227,72 @@ func (r *run) restartServer(ctx context.Context) error {
 	}
 	return errors.Join(errs...)
 }
+
+// restartByCommand runs the caller's restart command within RestartTimeout,
+// its output into temporal.log and the soak's log, then waits, as long
+// again at most, for the server to answer in the soak's namespace.
+func (r *run) restartByCommand(ctx context.Context) error {
+	r.logf("restarting the server: sh -c %q", r.o.RestartServer)
+	// A file, not a pipe: a server the command starts in the background
+	// may keep writing to it after the command is done.
+	from, err := r.serverLog.Seek(0, io.SeekEnd)
+	if err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, RestartTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, "sh", "-c", r.o.RestartServer)
+	cmd.Stdout, cmd.Stderr = r.serverLog, r.serverLog
+	began := time.Now()
+	err = cmd.Run()
+	took := time.Since(began).Round(time.Millisecond)
+	r.echoOutput(from)
+	switch {
+	case cctx.Err() == context.DeadlineExceeded:
+		return fmt.Errorf("%q did not finish within %s", r.o.RestartServer, RestartTimeout)
+	case err != nil:
+		return fmt.Errorf("%q: %w after %s (its output is in the log)", r.o.RestartServer, err, took)
+	}
+	r.mu.Lock()
+	r.sum.ServerRestarts++
+	r.mu.Unlock()
+	actx, cancel := context.WithTimeout(ctx, RestartTimeout)
+	defer cancel()
+	for {
+		_, err := r.stack.Temporal.Client().WorkflowService().DescribeNamespace(actx,
+			&workflowservice.DescribeNamespaceRequest{Namespace: r.stack.Temporal.Namespace})
+		if err == nil {
+			r.logf("restart command done in %s; the server answered %s after it began",
+				took, time.Since(began).Round(100*time.Millisecond))
+			return nil
+		}
+		select {
+		case <-actx.Done():
+			// The deliveries' checks tell what the outage cost.
+			r.logf("restart command done in %s; the server did not answer within %s after it: %v", took, RestartTimeout, err)
+			return nil
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// echoOutput copies what the restart command wrote to temporal.log, from
+// offset from on, into the soak's log.
+func (r *run) echoOutput(from int64) {
+	f, err := os.Open(r.serverLog.Name())
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(io.NewSectionReader(f, from, maxEcho))
+	for sc.Scan() {
+		r.logf("  | %s", sc.Text())
+	}
+}
+
+// maxEcho bounds how much of the restart command's output the soak's log
+// repeats; temporal.log keeps all of it.
+const maxEcho = 64 << 10
 
 // injectFaults queues sandbox faults at random moments of the window, at
 // random HTTP destinations. A queued fault hits whichever request comes

@@ -20,6 +20,12 @@ import (
 type Summary struct {
 	Seed       int64 `json:"seed"`
 	Deliveries int   `json:"deliveries"`
+	// Temporal is the server and namespace the soak ran against.
+	Temporal lab.ServerInfo `json:"temporal"`
+	// ServerRestart is how the server was restarted: RestartDevServer,
+	// RestartByCommand (RestartCommand's) or RestartNone.
+	ServerRestart  string `json:"server_restart"`
+	RestartCommand string `json:"restart_command,omitempty"`
 	// ByDedup is how many deliveries went to each dedup kind.
 	ByDedup map[contract.Dedup]int `json:"by_dedup"`
 	// Statuses is how the deliveries ended (awaiting_review if parked).
@@ -58,6 +64,18 @@ type Summary struct {
 	// Dir keeps the run's files and logs when there was a violation.
 	Dir string `json:"dir,omitempty"`
 }
+
+// How a soak restarts the server (Summary.ServerRestart).
+const (
+	// RestartDevServer: the soak's own dev server, stopped and started
+	// again on its SQLite file and port.
+	RestartDevServer = "dev-server"
+	// RestartByCommand: an external server, restarted by the caller's
+	// command (Options.RestartServer).
+	RestartByCommand = "command"
+	// RestartNone: an external server and no command to restart it.
+	RestartNone = "none"
+)
 
 // Faults counts the faults injected, by kind.
 type Faults struct {

@@ -21,13 +21,21 @@ func (s Summary) WriteTable(w io.Writer) error {
 		kinds = append(kinds, fmt.Sprintf("%s %d", k, s.ByDedup[k]))
 	}
 	f := s.Faults
+	row("server", s.Temporal.Address, s.Temporal.Kind()+", namespace "+s.Temporal.Namespace)
 	row("deliveries", s.Deliveries, strings.Join(kinds, ", "))
 	row("faults injected", f.Total(), fmt.Sprintf("close after commit %d, delay after commit %d, delay before commit %d, 503 bursts %d, validation %d",
 		f.CloseAfterCommit, f.DelayAfterCommit, f.DelayBeforeCommit, f.Fail503Bursts, f.Validation))
 	row("faults applied", sum(s.FaultsApplied), "requests hit, from the sandbox's logs: "+line(s.FaultsApplied))
 	row("worker kills", s.WorkerKills, fmt.Sprintf("SIGKILL of 2 worker processes; %d attempts lost with them or to timeouts; "+
 		"%d exits on their own (no server to reach), restarted", s.AttemptsLost, s.WorkerExits))
-	row("server restarts", s.ServerRestarts, fmt.Sprintf("same SQLite file and port; %d start retries", s.StartRetries))
+	how := "same SQLite file and port"
+	switch s.ServerRestart {
+	case RestartByCommand:
+		how = fmt.Sprintf("by the command %q", s.RestartCommand)
+	case RestartNone:
+		how = "none: an external server and no command to restart it"
+	}
+	row("server restarts", s.ServerRestarts, fmt.Sprintf("%s; %d start retries", how, s.StartRetries))
 	row("effects", s.Effects, "stored by the destinations")
 	row("duplicates", s.Duplicates, fmt.Sprintf("reviewed repeats on none: %d", s.ReviewedRepeats))
 	row("lost", s.Lost, "")

@@ -1,9 +1,10 @@
 // Package soak is Courier's chaos soak: many deliveries over every dedup
 // kind while the sandbox injects faults, worker processes are SIGKILLed and
 // restarted, and the Temporal dev server is stopped and started again on its
-// SQLite file. At the end it counts the effects each destination stored in
-// its own database and checks them against what Temporal says happened.
-// Everything runs on loopback and is bounded in time.
+// SQLite file. On an external server (TEMPORAL_ADDRESS), a command of the
+// caller's restarts the server instead, or nothing does. At the end it counts
+// the effects each destination stored in its own database and checks them
+// against what Temporal says happened. Everything is bounded in time.
 package soak
 
 import (
@@ -15,6 +16,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -42,6 +44,9 @@ const (
 	// reviewer looks at the destination: a request written by a worker that
 	// was just killed may still be landing.
 	reviewSettle = 2 * time.Second
+	// RestartTimeout bounds the restart command, and then the wait for the
+	// server to answer again.
+	RestartTimeout = 2 * time.Minute
 )
 
 // dests are the soak's destinations, one per dedup kind. The lab's file
@@ -83,6 +88,19 @@ type Options struct {
 	Logger *slog.Logger
 	// Timeout bounds the whole run.
 	Timeout time.Duration
+	// UseEnvironment runs the soak against the server TEMPORAL_ADDRESS
+	// names, in TEMPORAL_NAMESPACE (created if missing), when it names
+	// one; the worker processes get the same environment. The namespace
+	// should be the soak's own: other workers polling it would take its
+	// deliveries.
+	UseEnvironment bool
+	// RestartServer is a shell command (sh -c) run, on an external server,
+	// where the soak would restart a dev server of its own: for example
+	// one that SIGKILLs a server node and starts it again. It must finish
+	// within RestartTimeout; a server it starts in the background should
+	// have its output redirected. Empty: no server restart on an external
+	// server.
+	RestartServer string
 }
 
 func (o *Options) defaults() error {
@@ -112,6 +130,9 @@ func (o *Options) defaults() error {
 		return errors.New("fault ratio must not be negative")
 	case o.Courier == "":
 		return errors.New("no courier binary to run as the workers")
+	case o.RestartServer != "" && (!o.UseEnvironment || os.Getenv("TEMPORAL_ADDRESS") == ""):
+		return errors.New("a server restart command is for an external server: set TEMPORAL_ADDRESS " +
+			"(a dev server of the soak's own it restarts by itself)")
 	}
 	return nil
 }
@@ -125,6 +146,9 @@ type run struct {
 
 	stack   *lab.Stack
 	workers []*workerSlot
+	// serverLog is temporal.log in the run's folder: the dev server's
+	// output, or the restart command's.
+	serverLog *os.File
 
 	deliveries []*delivery
 	byKey      map[string]*delivery
@@ -165,7 +189,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		r.dir = d
 	} else if err := os.MkdirAll(r.dir, 0o755); err != nil {
 		return Summary{}, err
-	} else if _, err := os.Stat(filepath.Join(r.dir, lab.TemporalDB)); err == nil {
+	} else if earlierRun(r.dir) {
 		// Its deliveries would join the earlier run's.
 		return Summary{}, fmt.Errorf("%s holds an earlier soak: use an empty folder", r.dir)
 	}
@@ -180,6 +204,17 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	return r.sum, err
 }
 
+// earlierRun reports whether dir holds a soak's stores (an external
+// server's run has no temporal.db).
+func earlierRun(dir string) bool {
+	for _, name := range []string{lab.TemporalDB, lab.SandboxDB} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
 func (r *run) logf(format string, args ...any) {
 	fmt.Fprintf(r.o.Log, "soak: "+format+"\n", args...)
 }
@@ -192,9 +227,19 @@ func (r *run) soak(ctx, caller context.Context) error {
 		return err
 	}
 	defer closeStack()
+	r.sum.Temporal = r.stack.Temporal.Info()
+	switch {
+	case r.sum.Temporal.Own:
+		r.sum.ServerRestart = RestartDevServer
+	case r.o.RestartServer != "":
+		r.sum.ServerRestart, r.sum.RestartCommand = RestartByCommand, r.o.RestartServer
+	default:
+		r.sum.ServerRestart = RestartNone
+	}
 	r.plan()
 	r.logf("%d deliveries at %.1f/s over %d destinations; %d worker processes; data in %s",
 		r.o.Deliveries, r.o.Rate, len(dests), workers, r.dir)
+	r.logf("Temporal: %s", r.sum.Temporal)
 
 	window := time.Duration(float64(r.o.Deliveries) / r.o.Rate * float64(time.Second))
 	rctx, stopReviewer := context.WithCancel(ctx)
@@ -265,7 +310,7 @@ func (r *run) startStack(ctx context.Context) (stop func(), err error) {
 	}
 	r.stack, err = lab.Start(ctx, lab.Options{
 		Dir: r.dir, Persist: true,
-		Temporal: lab.TemporalOptions{Log: logs[0], Logger: r.o.Logger},
+		Temporal: lab.TemporalOptions{UseEnvironment: r.o.UseEnvironment, Log: logs[0], Logger: r.o.Logger},
 		Destinations: func(sandboxURL, dir string) (contract.Config, error) {
 			return lab.Destinations(sandboxURL, filepath.Join(dir, lab.LedgerDB), budget), nil
 		},
@@ -275,6 +320,7 @@ func (r *run) startStack(ctx context.Context) (stop func(), err error) {
 		closeLogs()
 		return nil, err
 	}
+	r.serverLog = logs[0]
 	for i, w := range r.stack.Workers {
 		r.workers = append(r.workers, superviseWorker(i+1, w, r))
 	}
@@ -288,12 +334,18 @@ func (r *run) startStack(ctx context.Context) (stop func(), err error) {
 }
 
 // plan draws every delivery: its destination (all four dedup kinds), and
-// whether its payload is one the destination will refuse.
+// whether its payload is one the destination will refuse. On an external
+// server the business ids carry the run's start time too: an earlier soak
+// with the same seed may have left its deliveries in the namespace.
 func (r *run) plan() {
+	prefix := fmt.Sprintf("soak-%d", r.o.Seed)
+	if !r.stack.Temporal.Own {
+		prefix += "-" + strconv.FormatInt(time.Now().UnixMilli(), 36)
+	}
 	for i := range r.o.Deliveries {
 		name := dests[r.rng.IntN(len(dests))]
 		d := r.stack.Config.Destinations[name]
-		id := fmt.Sprintf("soak-%d-%05d", r.o.Seed, i)
+		id := fmt.Sprintf("%s-%05d", prefix, i)
 		subject := fmt.Sprintf("soak delivery %d", i)
 		dl := &delivery{dedup: d.Contract.Dedup}
 		// Validation failures come from the HTTP service; the ledger takes

@@ -24,9 +24,16 @@ func benchCommand() *cobra.Command {
 		Short: "measure Courier against Temporal's own ceiling",
 		Long: `Starts a Temporal dev server with a SQLite file (or uses TEMPORAL_ADDRESS), the sandbox on
 loopback and a worker subprocess, then measures Courier against a bare one-activity workflow
-and direct HTTP POSTs. Progress goes to stderr; exit status 1 when a target fails.`,
+and direct HTTP POSTs. Progress goes to stderr; exit status 1 when a target fails.
+
+On an external server (TEMPORAL_ADDRESS, in TEMPORAL_NAMESPACE: best a namespace of its own,
+created if missing, and a server nothing else uses meanwhile), --server-pid and
+--server-metrics name the server process on this machine and its Prometheus endpoint, so
+its CPU time and its work per workflow are measured as on the dev server.`,
 		Example: `  courier bench --smoke
-  courier bench --phases parked --parked 10000`,
+  courier bench --phases parked --parked 10000
+  TEMPORAL_ADDRESS=127.0.0.1:7233 TEMPORAL_NAMESPACE=bench courier bench \
+    --server-pid "$(cat temporal.pid)" --server-metrics http://127.0.0.1:8000/metrics`,
 		Args:        noArgs,
 		Annotations: exits(basicExits...),
 	}
@@ -43,7 +50,17 @@ and direct HTTP POSTs. Progress goes to stderr; exit status 1 when a target fail
 	f.StringVar(&phases, "phases", "", "comma-separated phases to run (default all): "+strings.Join(bench.AllPhases, ","))
 	f.BoolVar(&o.KeepDir, "keep", false, "keep the temporary directory with the databases")
 	f.BoolVarP(&verbose, "verbose", "v", false, "show the dev server's and the worker's output")
+	f.IntVar(&o.ServerPID, "server-pid", 0, "on an external server (TEMPORAL_ADDRESS), its process on this machine, for its CPU time")
+	f.StringVar(&o.ServerMetrics, "server-metrics", "", "on an external server (TEMPORAL_ADDRESS), its Prometheus endpoint, "+
+		"e.g. http://127.0.0.1:8000/metrics, for its work per workflow")
 	c.RunE = func(c *cobra.Command, _ []string) error {
+		if (o.ServerPID != 0 || o.ServerMetrics != "") && os.Getenv("TEMPORAL_ADDRESS") == "" {
+			return usageError("--server-pid and --server-metrics are for an external server: set TEMPORAL_ADDRESS to it " +
+				"(the bench reads a dev server of its own by itself)")
+		}
+		if o.ServerPID < 0 {
+			return usageError("--server-pid: %d is not a process id", o.ServerPID)
+		}
 		exe, err := os.Executable()
 		if err != nil {
 			return fmt.Errorf("find the courier binary to run as the worker: %w", err)

@@ -26,8 +26,15 @@ kinds with random sandbox faults, two 'courier worker' processes SIGKILLed
 and restarted at random moments, and the Temporal dev server stopped and
 started again on its SQLite file. Then every delivery's status (Temporal)
 is checked against the effects the destinations stored. Exits 1 on any
-duplicate, lost delivery or other violation.`,
-		Example:     "  courier soak --deliveries 100 --json --seed 42",
+duplicate, lost delivery or other violation.
+
+With TEMPORAL_ADDRESS set, the soak runs against that server instead, in
+TEMPORAL_NAMESPACE (created, with Courier's search attributes, if missing;
+give each soak a namespace of its own), and --restart-server names the
+command that restarts it mid-run; without one, the server is not restarted.`,
+		Example: `  courier soak --deliveries 100 --json --seed 42
+  TEMPORAL_ADDRESS=127.0.0.1:7233 TEMPORAL_NAMESPACE=soak-1 courier soak \
+    --restart-server 'kill -9 $(cat node1.pid); ./start-node1.sh'`,
 		Args:        noArgs,
 		Annotations: exits(basicExits...),
 	}
@@ -41,15 +48,25 @@ duplicate, lost delivery or other violation.`,
 	f.DurationVar(&o.Timeout, "timeout", soak.DefaultTimeout, "bound on the whole run")
 	f.StringVar(&o.Dir, "dir", "", "keep the run's files (SQLite databases, logs) here; default a temporary folder, kept only on failure")
 	f.BoolVar(&quiet, "quiet", false, "no progress lines on stderr")
+	f.StringVar(&o.RestartServer, "restart-server", "", "on an external server (TEMPORAL_ADDRESS), a shell command run mid-soak to restart it, "+
+		"within "+soak.RestartTimeout.String()+"; a server it starts in the background should send its output elsewhere")
 	_ = c.MarkFlagDirname("dir")
 	c.RunE = func(c *cobra.Command, _ []string) error {
 		ctx := c.Context()
 		if o.Seed == 0 {
 			o.Seed = time.Now().UnixNano() % 1_000_000
 		}
-		if _, err := devserver.Ensure(ctx, os.Stderr); err != nil {
-			return err
+		external := os.Getenv("TEMPORAL_ADDRESS") != ""
+		if o.RestartServer != "" && !external {
+			return usageError("--restart-server restarts an external server: set TEMPORAL_ADDRESS to it " +
+				"(the soak restarts a dev server of its own by itself)")
 		}
+		if !external {
+			if _, err := devserver.Ensure(ctx, os.Stderr); err != nil {
+				return err
+			}
+		}
+		o.UseEnvironment = true
 		exe, err := os.Executable()
 		if err != nil {
 			return fmt.Errorf("find this program, to run it as the workers: %w", err)

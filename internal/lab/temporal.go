@@ -101,6 +101,33 @@ func StartTemporal(ctx context.Context, o TemporalOptions) (*Temporal, error) {
 	return t, nil
 }
 
+// ServerInfo names the Temporal server a lab run used, for its report.
+type ServerInfo struct {
+	Address   string `json:"address"`
+	Namespace string `json:"namespace"`
+	// Own is true for the lab's own dev server, false for the one
+	// TEMPORAL_ADDRESS named.
+	Own bool `json:"own_dev_server"`
+}
+
+// Info names the server and namespace the lab's processes use.
+func (t *Temporal) Info() ServerInfo {
+	return ServerInfo{Address: t.HostPort, Namespace: t.Namespace, Own: t.Own}
+}
+
+// Kind says whose server it is, in words.
+func (s ServerInfo) Kind() string {
+	if s.Own {
+		return "the lab's own dev server"
+	}
+	return "an external server (TEMPORAL_ADDRESS)"
+}
+
+// String is the server in words, for a report's line.
+func (s ServerInfo) String() string {
+	return fmt.Sprintf("%s at %s, namespace %s", s.Kind(), s.Address, s.Namespace)
+}
+
 // Client is the lab's client; it reconnects across a Restart.
 func (t *Temporal) Client() client.Client { return t.client }
 
