@@ -2,7 +2,6 @@ package bench
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -14,36 +13,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/abde64c9/courier/devserver"
 	"github.com/abde64c9/courier/internal/lab"
 )
-
-// courier is the courier binary the runs start as their worker, built once.
-var courier string
-
-// TestMain builds courier once for the package's runs.
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "courier-bench-test-")
-	if err == nil {
-		courier, err = lab.BuildCourier(dir)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
-}
 
 // TestSmoke runs every phase for a few seconds and checks the figures are
 // well-formed. It checks correctness (no lost delivery, one effect per
 // operation), never the performance targets: CI machines are too noisy.
 func TestSmoke(t *testing.T) {
-	_, err := devserver.Binary()
-	require.NoError(t, err, "the smoke benchmark needs the Temporal CLI: %s", devserver.BuildHint)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	ctx, courier := lab.RealTest(t, 3*time.Minute)
 
 	var progress bytes.Buffer
 	o := Smoke(Options{
@@ -160,10 +137,7 @@ func TestSmoke(t *testing.T) {
 // benchmark's own server, and the report names it. Bad PIDs and metrics
 // addresses are refused before anything starts.
 func TestExternalServer(t *testing.T) {
-	_, err := devserver.Binary()
-	require.NoError(t, err, devserver.BuildHint)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	ctx, courier := lab.RealTest(t, 3*time.Minute)
 	srv, err := lab.StartTemporal(ctx, lab.TemporalOptions{})
 	require.NoError(t, err)
 	defer srv.Close()

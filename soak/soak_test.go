@@ -14,7 +14,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/abde64c9/courier/devserver"
 	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/soak"
 	"github.com/abde64c9/courier/starter"
@@ -24,9 +23,7 @@ import (
 // server restart, against the real `courier worker` binary, in about two
 // minutes. `go test -short` skips it.
 func TestShortSoak(t *testing.T) {
-	bin := soakCourier(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	ctx, bin := lab.RealTest(t, 5*time.Minute)
 	sum, _ := runSoak(ctx, t, soak.Options{
 		Deliveries: 100, Rate: 4, Kills: 5, FaultRatio: soak.DefaultFaultRatio, Seed: 1, Timeout: 4 * time.Minute, Courier: bin,
 	})
@@ -38,18 +35,6 @@ func TestShortSoak(t *testing.T) {
 	// was exercised.
 	require.NotZero(t, len(sum.FaultsApplied))
 	require.Len(t, sum.ByDedup, 4)
-}
-
-// soakCourier skips a -short run, and builds courier for the workers.
-func soakCourier(t *testing.T) string {
-	if testing.Short() {
-		t.Skip("the soak takes minutes; run without -short")
-	}
-	_, err := devserver.Binary()
-	require.NoError(t, err, devserver.BuildHint)
-	bin, err := lab.BuildCourier(t.TempDir())
-	require.NoError(t, err)
-	return bin
 }
 
 // runSoak runs a soak that must pass, with every delivery in a status it
@@ -81,9 +66,7 @@ func runSoak(ctx context.Context, t *testing.T, o soak.Options) (soak.Summary, s
 // second's command SIGKILLs the server, and the test starts it again on
 // its SQLite file when it sees it gone, as a supervisor would.
 func TestSoakExternalServer(t *testing.T) {
-	bin := soakCourier(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
+	ctx, bin := lab.RealTest(t, 8*time.Minute)
 
 	dir := t.TempDir()
 	srv, err := lab.StartTemporal(ctx, lab.TemporalOptions{DBFile: filepath.Join(dir, "external.db")})
