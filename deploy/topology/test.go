@@ -147,6 +147,11 @@ func (t *topo) soak(ctx context.Context, courier string) row {
 		r.notes = append(r.notes, err.Error())
 		return r
 	}
+	if help, _ := exec.CommandContext(ctx, courier, "soak", "-h").CombinedOutput(); !bytes.Contains(help, []byte("--restart-server")) {
+		r.kills, r.takeover, r.duplicates, r.lost = "-", "-", "-", "-"
+		r.notes = append(r.notes, "soak: `courier soak` has no --restart-server flag: it cannot run against the topology and restart a node")
+		return r
+	}
 	dir := filepath.Join(t.dir, "soak")
 	if err := os.RemoveAll(dir); err != nil {
 		r.notes = append(r.notes, err.Error())
