@@ -156,7 +156,7 @@ func (t *topo) runSplit(ctx context.Context, r *row) error {
 	if killErr != nil {
 		return killErr
 	}
-	r.takeover = fmt.Sprintf("%.1f s (%d shards)", took.Seconds(), len(killed.owned))
+	r.takeover = takeoverText(took.Seconds(), len(killed.owned))
 	if len(killed.owned) == 0 {
 		r.notes = append(r.notes, "split: node 2 owned no shard at its kill: nothing to take over")
 	}

@@ -202,9 +202,18 @@ func takeoverCell(ks []takeover) string {
 	}
 	var s []string
 	for _, k := range ks {
-		s = append(s, fmt.Sprintf("%.1f s (%d shards)", k.Seconds, k.Shards))
+		s = append(s, takeoverText(k.Seconds, k.Shards))
 	}
 	return strings.Join(s, ", ")
+}
+
+// takeoverText is one takeover: its time and how many shards moved.
+func takeoverText(seconds float64, shards int) string {
+	noun := "shards"
+	if shards == 1 {
+		noun = "shard"
+	}
+	return fmt.Sprintf("%.1f s (%d %s)", seconds, shards, noun)
 }
 
 func statusLine(m map[string]int) string {
