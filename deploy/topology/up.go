@@ -34,8 +34,8 @@ const (
 	restartWithin = 110 * time.Second
 )
 
-// Workers is how many `courier worker` processes the topology runs.
-const Workers = 3
+// workerCount is how many `courier worker` processes the topology runs.
+const workerCount = 3
 
 // budget is the topology's destinations' retry budget: long enough to ride
 // out a node's death and its shards moving to another.
@@ -87,7 +87,7 @@ func (t *topo) up(ctx context.Context, nodes int, fresh bool) error {
 	if err := t.schemas(ctx); err != nil {
 		return err
 	}
-	prev, _ := t.readState()
+	prev, _ := t.readState() // none on a first up
 	st := state{Nodes: nodes, Via: map[string]int{}}
 	if err := t.writeState(st); err != nil {
 		return err
@@ -106,7 +106,7 @@ func (t *topo) up(ctx context.Context, nodes int, fresh bool) error {
 		return err
 	}
 	defer tmp.Close()
-	say("courier binary, sandbox, %d workers", Workers)
+	say("courier binary, sandbox, %d workers", workerCount)
 	courier, err := lab.BuildCourier(t.dir)
 	if err != nil {
 		return err
@@ -119,7 +119,7 @@ func (t *topo) up(ctx context.Context, nodes int, fresh bool) error {
 	if err := lab.WriteDestinations(dests, lab.Destinations(sandboxURL, filepath.Join(t.dir, lab.LedgerDB), budget)); err != nil {
 		return err
 	}
-	for i := 1; i <= Workers; i++ {
+	for i := 1; i <= workerCount; i++ {
 		n := ns[(i-1)%len(ns)]
 		if err := t.ensureWorker(ctx, i, n, prev.Via[workerName(i)] == n.N, courier, dests, tmp); err != nil {
 			return err
@@ -310,7 +310,7 @@ func (t *topo) print(ns []deploy.Node, pg postgres, sandboxURL string, took time
 			n.N, n.FrontendAddr(), n.FrontendHTTP, n.MetricsURL(), t.pid(nodeName(n.N)))
 	}
 	fmt.Fprintf(w, "  sandbox     %s  pid %d\n", sandboxURL, t.pid("sandbox"))
-	for i := 1; i <= Workers; i++ {
+	for i := 1; i <= workerCount; i++ {
 		fmt.Fprintf(w, "  worker %d    via node %d  http://127.0.0.1:%d/healthz  pid %d\n",
 			i, ns[(i-1)%len(ns)].N, deploy.WorkerMetricsPort+i-1, t.pid(workerName(i)))
 	}
@@ -322,7 +322,7 @@ func (t *topo) print(ns []deploy.Node, pg postgres, sandboxURL string, took time
 // then the topology's PostgreSQL cluster, keeping its data.
 func (t *topo) down() error {
 	var names []string
-	for i := 1; i <= Workers; i++ {
+	for i := 1; i <= workerCount; i++ {
 		names = append(names, workerName(i))
 	}
 	names = append(names, "sandbox")
@@ -392,7 +392,7 @@ func (t *topo) restartNode(ctx context.Context, n int) error {
 func (t *topo) anyRunning() []string {
 	var up []string
 	names := []string{"sandbox"}
-	for i := 1; i <= Workers; i++ {
+	for i := 1; i <= workerCount; i++ {
 		names = append(names, workerName(i))
 	}
 	for n := 1; n <= deploy.MaxNodes; n++ {
