@@ -7,14 +7,22 @@ UI_SERVER := $(CURDIR)/bin/ui-server/server
 WORKFLOWCHECK_VERSION := v0.6.0
 WORKFLOWCHECK := $(CURDIR)/bin/workflowcheck
 
-.PHONY: dev test temporal ui-server faultlab vet lint soak histories
+# The Temporal server and temporal-sql-tool of the native production
+# topology (deploy/topology): the server compose pins. Both commands are
+# named by their package (server, sql), so each gets a folder.
+TEMPORAL_SERVER_VERSION := v1.29.1
+TEMPORAL_SERVER := $(CURDIR)/bin/temporal-server/server
+TEMPORAL_SQL_TOOL := $(CURDIR)/bin/temporal-sql-tool/sql
+NODES ?= 1
+
+.PHONY: dev test temporal ui-server temporal-server temporal-sql-tool faultlab vet lint soak histories topology-up topology-down topology-test
 
 ## dev: run Courier locally (dev server with SQLite, web UI, worker, sandbox destinations)
 dev: $(TEMPORAL) $(UI_SERVER)
 	go run ./cmd/courier dev
 
-## test: vet, check workflow determinism, test everything (builds the Temporal CLI once)
-test: $(TEMPORAL) $(UI_SERVER) vet lint
+## test: vet, check workflow determinism, test everything (builds the Temporal CLI and server once)
+test: $(TEMPORAL) $(UI_SERVER) $(TEMPORAL_SERVER) vet lint
 	go test -count=1 -timeout 30m ./...
 
 vet:
@@ -50,3 +58,27 @@ ui-server: $(UI_SERVER)
 
 $(UI_SERVER):
 	GOBIN=$(CURDIR)/bin/ui-server go install github.com/temporalio/ui-server/v2/cmd/server@$(UI_SERVER_VERSION)
+
+## temporal-server: build the pinned Temporal server into bin/temporal-server/
+temporal-server: $(TEMPORAL_SERVER)
+
+$(TEMPORAL_SERVER):
+	GOBIN=$(CURDIR)/bin/temporal-server go install go.temporal.io/server/cmd/server@$(TEMPORAL_SERVER_VERSION)
+
+## temporal-sql-tool: build the pinned temporal-sql-tool into bin/temporal-sql-tool/
+temporal-sql-tool: $(TEMPORAL_SQL_TOOL)
+
+$(TEMPORAL_SQL_TOOL):
+	GOBIN=$(CURDIR)/bin/temporal-sql-tool go install go.temporal.io/server/cmd/tools/sql@$(TEMPORAL_SERVER_VERSION)
+
+## topology-up: the production topology without Docker, NODES=1|2 (PostgreSQL, Temporal server nodes, sandbox, 3 workers)
+topology-up: $(TEMPORAL_SERVER) $(TEMPORAL_SQL_TOOL)
+	go run ./deploy/topology up --nodes $(NODES)
+
+## topology-down: stop every process topology-up started, by PID, then its PostgreSQL
+topology-down:
+	go run ./deploy/topology down
+
+## topology-test: from nothing, 2 nodes: faultlab, the chaos soak with a node SIGKILLed, a node kill under load; then down
+topology-test: $(TEMPORAL_SERVER) $(TEMPORAL_SQL_TOOL)
+	go run ./deploy/topology test

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -240,12 +241,6 @@ func checkCompose(c composeFile, flags func(sub string) (map[string]bool, error)
 		}
 		if s.Build != nil {
 			problems = append(problems, checkCourierService(c, name, s, flags)...)
-		}
-		if p, ok := s.Environment["DYNAMIC_CONFIG_FILE_PATH"]; ok {
-			// The server resolves it from /etc/temporal.
-			if _, err := hostPath(s, path.Join("/etc/temporal", p)); err != nil {
-				bad("%s: DYNAMIC_CONFIG_FILE_PATH %s: %v", name, p, err)
-			}
 		}
 		for _, part := range s.Command {
 			if strings.Contains(part, "search-attribute create") {
@@ -652,4 +647,318 @@ func TestComposeServerRunsLikeDev(t *testing.T) {
 	require.Contains(t, strings.Join(devserver.DynamicConfigArgs(), " "), devserver.EagerActivities+"=true")
 	require.Len(t, dc[devserver.EagerActivities], 1, "courier.yaml sets %s", devserver.EagerActivities)
 	require.Equal(t, true, dc[devserver.EagerActivities][0].Value)
+}
+
+// serverConfig is what the checks read of a rendered server configuration
+// (the pinned server's render-config).
+type serverConfig struct {
+	Persistence struct {
+		NumHistoryShards int                  `yaml:"numHistoryShards"`
+		DefaultStore     string               `yaml:"defaultStore"`
+		VisibilityStore  string               `yaml:"visibilityStore"`
+		Datastores       map[string]datastore `yaml:"datastores"`
+	} `yaml:"persistence"`
+	Services map[string]struct {
+		RPC struct {
+			GRPCPort       int `yaml:"grpcPort"`
+			MembershipPort int `yaml:"membershipPort"`
+			HTTPPort       int `yaml:"httpPort"`
+		} `yaml:"rpc"`
+	} `yaml:"services"`
+	Global struct {
+		Metrics struct {
+			Prometheus struct {
+				ListenAddress string `yaml:"listenAddress"`
+			} `yaml:"prometheus"`
+		} `yaml:"metrics"`
+	} `yaml:"global"`
+	DynamicConfigClient struct {
+		Filepath string `yaml:"filepath"`
+	} `yaml:"dynamicConfigClient"`
+}
+
+type datastore struct {
+	SQL *struct {
+		PluginName   string `yaml:"pluginName"`
+		DatabaseName string `yaml:"databaseName"`
+		ConnectAddr  string `yaml:"connectAddr"`
+	} `yaml:"sql"`
+}
+
+// stores are the plugin and database of the default and visibility stores.
+func (c serverConfig) stores() (plugin string, dbs []string, err error) {
+	for _, name := range []string{c.Persistence.DefaultStore, c.Persistence.VisibilityStore} {
+		ds := c.Persistence.Datastores[name].SQL
+		if ds == nil {
+			return "", nil, fmt.Errorf("store %q is not an SQL store", name)
+		}
+		if plugin != "" && ds.PluginName != plugin {
+			return "", nil, fmt.Errorf("the stores use two plugins, %s and %s", plugin, ds.PluginName)
+		}
+		plugin = ds.PluginName
+		dbs = append(dbs, ds.DatabaseName)
+	}
+	return plugin, dbs, nil
+}
+
+// render renders the server configuration in dir (its courier.yaml) with
+// exactly env, by running the pinned server's render-config.
+type render func(dir string, env []string) (serverConfig, string, error)
+
+func serverRenderer(t *testing.T) render {
+	t.Helper()
+	bin := filepath.Join(repoRoot, "bin", "temporal-server", "server")
+	if _, err := os.Stat(bin); err != nil {
+		// As `make temporal-server` does.
+		t.Logf("building the Temporal server %s into %s (once; minutes)", ServerVersion, filepath.Dir(bin))
+		abs, err := filepath.Abs(filepath.Dir(bin))
+		require.NoError(t, err)
+		cmd := exec.Command("go", "install", "go.temporal.io/server/cmd/server@"+ServerVersion)
+		cmd.Env = append(os.Environ(), "GOBIN="+abs)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "build the Temporal server: %s", out)
+	}
+	return func(dir string, env []string) (serverConfig, string, error) {
+		// render-config reads --config as is; start joins it to --root.
+		cmd := exec.Command(bin, "--config", dir, "--env", ServerConfigEnv, "render-config")
+		cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return serverConfig{}, "", fmt.Errorf("render %s with %v: %v: %s", dir, env, err, strings.TrimSpace(stderr.String()))
+		}
+		var c serverConfig
+		return c, string(out), yaml.Unmarshal(out, &c)
+	}
+}
+
+func envList(m map[string]string) []string {
+	var env []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		env = append(env, k+"="+m[k])
+	}
+	return env
+}
+
+// TestComposeAndTopologyShareServerConfig: compose's server and the native
+// topology's nodes run on one configuration file, and rendered (by the
+// pinned server itself) with compose's environment and with each node's,
+// it gives the same stores, shard count and dynamic config file; the
+// schema job sets up those databases with that plugin, the setup job
+// creates Courier's search attributes (the topology creates them with
+// lab.EnsureNamespace, from the same list), and the nodes differ only by
+// their ports.
+func TestComposeAndTopologyShareServerConfig(t *testing.T) {
+	require.Empty(t, checkServerConfig(loadCompose(t), filepath.Join(repoRoot, ServerConfigDir), serverRenderer(t)))
+}
+
+// The check fails when either side changes alone.
+func TestServerConfigCheckCatchesMistakes(t *testing.T) {
+	r := serverRenderer(t)
+	cfg, err := os.ReadFile(filepath.Join(repoRoot, ServerConfigDir, ServerConfigEnv+".yaml"))
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name   string
+		break_ func(c *composeFile)
+		config func(string) string
+		want   string
+	}{
+		{name: "compose runs the image's own config", break_: func(c *composeFile) {
+			s := c.Services["temporal"]
+			s.Entrypoint = nil
+			c.Services["temporal"] = s
+		}, want: "entrypoint"},
+		{name: "compose mounts another folder", break_: func(c *composeFile) {
+			s := c.Services["temporal"]
+			s.Volumes = slices.Clone(s.Volumes)
+			s.Volumes[0] = "./deploy/postgres:/etc/temporal/config/courier:ro"
+			c.Services["temporal"] = s
+		}, want: "deploy/temporal"},
+		{name: "config folder not joined to the root", break_: func(c *composeFile) {
+			s := c.Services["temporal"]
+			s.Entrypoint = slices.Clone(s.Entrypoint)
+			s.Entrypoint[2] = "/"
+			c.Services["temporal"] = s
+		}, want: "/config/courier"},
+		{name: "another dynamic config", break_: func(c *composeFile) {
+			c.Services["temporal"].Environment["DYNAMIC_CONFIG_FILE_PATH"] = "/etc/temporal/config/dynamicconfig/docker.yaml"
+		}, want: "dynamic config"},
+		{name: "schema job on another plugin", break_: func(c *composeFile) {
+			s := c.Services["temporal-schema"]
+			s.Command = stringList{strings.ReplaceAll(s.Command[0], "--plugin postgres12", "--plugin postgres12_pgx")}
+			c.Services["temporal-schema"] = s
+		}, want: "postgres12_pgx"},
+		{name: "frontend on a port compose does not publish", break_: func(c *composeFile) {
+			c.Services["temporal"].Environment["FRONTEND_GRPC_PORT"] = "7236"
+		}, want: "7236"},
+		{name: "config renames a database", config: func(s string) string {
+			return strings.Replace(s, "databaseName: temporal_visibility", "databaseName: visibility", 1)
+		}, want: "visibility"},
+		{name: "config takes the shard count from the environment", break_: func(c *composeFile) {
+			c.Services["temporal"].Environment["NUM_HISTORY_SHARDS"] = "8"
+		}, config: func(s string) string {
+			return strings.Replace(s, "numHistoryShards: 4", `numHistoryShards: {{ env "NUM_HISTORY_SHARDS" | default "4" }}`, 1)
+		}, want: "numHistoryShards"},
+		{name: "config reads a port under another name than the nodes set", config: func(s string) string {
+			return strings.Replace(s, `"HISTORY_GRPC_PORT"`, `"HISTORY_PORT"`, 1)
+		}, want: "history"},
+		{name: "config sets something per node besides ports", config: func(s string) string {
+			return strings.Replace(s, "level: info", `level: {{ if eq (env "FRONTEND_GRPC_PORT") "23233" }}debug{{ else }}info{{ end }}`, 1)
+		}, want: "differ"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := loadCompose(t)
+			for name, s := range c.Services {
+				s.Environment = maps.Clone(s.Environment)
+				c.Services[name] = s
+			}
+			if tc.break_ != nil {
+				tc.break_(&c)
+			}
+			dir := filepath.Join(repoRoot, ServerConfigDir)
+			if tc.config != nil {
+				dir = t.TempDir()
+				require.NoError(t, os.WriteFile(filepath.Join(dir, ServerConfigEnv+".yaml"), []byte(tc.config(string(cfg))), 0o644))
+			}
+			require.Contains(t, strings.Join(checkServerConfig(c, dir, r), "\n"), tc.want)
+		})
+	}
+}
+
+// checkServerConfig holds compose's temporal service and the native nodes
+// to one server configuration, the file in configDir.
+func checkServerConfig(c composeFile, configDir string, r render) []string {
+	var problems []string
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	s := c.Services["temporal"]
+
+	// Compose runs the server on the topology's file.
+	ep := s.Entrypoint
+	if len(ep) < 2 || ep[0] != "temporal-server" || ep[len(ep)-1] != "start" {
+		bad("temporal: entrypoint %q: want temporal-server ... start, on the topology's configuration", ep)
+		return problems
+	}
+	root, conf, env := flagValue(ep, "--root"), flagValue(ep, "--config"), flagValue(ep, "--env")
+	inContainer := path.Join(root, conf) // as the server's start joins them
+	mounted, err := hostPath(s, inContainer)
+	want := filepath.Join(repoRoot, ServerConfigDir)
+	switch {
+	case err != nil:
+		bad("temporal: config folder %s (--root %s --config %s): %v", inContainer, root, conf, err)
+		return problems
+	case filepath.Clean(mounted) != want:
+		bad("temporal: config folder %s is %s, not %s (the topology's)", inContainer, mounted, ServerConfigDir)
+	case env != ServerConfigEnv:
+		bad("temporal: --env %q reads %s.yaml, not %s.yaml", env, env, ServerConfigEnv)
+	}
+
+	composeCfg, _, err := r(configDir, envList(s.Environment))
+	if err != nil {
+		bad("temporal: %v", err)
+		return problems
+	}
+	plugin, dbs, err := composeCfg.stores()
+	if err != nil {
+		bad("temporal: %v", err)
+		return problems
+	}
+	addr := composeCfg.Persistence.Datastores[composeCfg.Persistence.DefaultStore].SQL.ConnectAddr
+	problems = append(problems, checkAddress(c, "temporal", "the stores' connectAddr "+addr, addr)...)
+	if p := strconv.Itoa(composeCfg.Services["frontend"].RPC.GRPCPort); !slices.Contains(containerPorts(s), p) {
+		bad("temporal: the frontend serves on %s, which compose does not publish (%v)", p, containerPorts(s))
+	}
+	dc := composeCfg.DynamicConfigClient.Filepath
+	if !path.IsAbs(dc) {
+		dc = path.Join("/etc/temporal", dc) // the image's working folder
+	}
+	composeDC, err := hostPath(s, dc)
+	if err != nil {
+		bad("temporal: dynamic config %s: %v", dc, err)
+	}
+
+	// The schema job sets up those databases with that plugin.
+	script := strings.Join(c.Services["temporal-schema"].Command, "\n")
+	for _, m := range regexp.MustCompile(`--plugin (\S+)`).FindAllStringSubmatch(script, -1) {
+		if m[1] != plugin {
+			bad("temporal-schema: --plugin %s, but the server's stores use %s", m[1], plugin)
+		}
+	}
+	var schemaDBs []string
+	for _, m := range regexp.MustCompile(`--db (\S+)`).FindAllStringSubmatch(script, -1) {
+		if !slices.Contains(schemaDBs, m[1]) {
+			schemaDBs = append(schemaDBs, m[1])
+		}
+	}
+	if !slices.Equal(slices.Sorted(slices.Values(schemaDBs)), slices.Sorted(slices.Values(dbs))) {
+		bad("temporal-schema sets up databases %v, the server's stores are %v", schemaDBs, dbs)
+	}
+	problems = append(problems, checkSearchAttributes("temporal-setup", strings.Join(c.Services["temporal-setup"].Command, "\n"))...)
+
+	// Each native node renders to the same stores, shards and dynamic
+	// config, on its own ports, and to nothing else of its own.
+	var texts []string
+	for i := 1; i <= MaxNodes; i++ {
+		n, _ := TopologyNode(i)
+		cfg, text, err := r(configDir, n.Env())
+		if err != nil {
+			bad("node %d: %v", i, err)
+			return problems
+		}
+		texts = append(texts, text)
+		p, d, err := cfg.stores()
+		switch {
+		case err != nil:
+			bad("node %d: %v", i, err)
+		case p != plugin || !slices.Equal(d, dbs):
+			bad("node %d: stores %s %v; compose's %s %v", i, p, d, plugin, dbs)
+		}
+		if cfg.Persistence.NumHistoryShards != composeCfg.Persistence.NumHistoryShards {
+			bad("node %d: numHistoryShards %d; compose's %d", i, cfg.Persistence.NumHistoryShards, composeCfg.Persistence.NumHistoryShards)
+		}
+		nodeDC := filepath.Join(repoRoot, cfg.DynamicConfigClient.Filepath) // the nodes run in the checkout
+		if filepath.IsAbs(cfg.DynamicConfigClient.Filepath) {
+			nodeDC = cfg.DynamicConfigClient.Filepath
+		}
+		if _, err := os.Stat(nodeDC); err != nil || (composeDC != "" && filepath.Clean(nodeDC) != filepath.Clean(composeDC)) {
+			bad("node %d: dynamic config %s; compose's is %s", i, nodeDC, composeDC)
+		}
+		for svc, want := range map[string][2]int{
+			"frontend": {n.Frontend, n.FrontendRing}, "history": {n.History, n.HistoryRing},
+			"matching": {n.Matching, n.MatchingRing}, "worker": {n.Worker, n.WorkerRing},
+		} {
+			rpc := cfg.Services[svc].RPC
+			if rpc.GRPCPort != want[0] || rpc.MembershipPort != want[1] {
+				bad("node %d: %s on ports %d (gRPC) and %d (membership), the node's are %d and %d",
+					i, svc, rpc.GRPCPort, rpc.MembershipPort, want[0], want[1])
+			}
+		}
+		if cfg.Services["frontend"].RPC.HTTPPort != n.FrontendHTTP || cfg.Global.Metrics.Prometheus.ListenAddress != fmt.Sprintf("127.0.0.1:%d", n.Metrics) {
+			bad("node %d: frontend HTTP %d and metrics %s, the node's are %d and %d", i,
+				cfg.Services["frontend"].RPC.HTTPPort, cfg.Global.Metrics.Prometheus.ListenAddress, n.FrontendHTTP, n.Metrics)
+		}
+	}
+	n1, _ := TopologyNode(1)
+	n2, _ := TopologyNode(2)
+	same := texts[1]
+	for i, p := range n2.Ports() {
+		same = strings.ReplaceAll(same, strconv.Itoa(p), strconv.Itoa(n1.Ports()[i]))
+	}
+	if same != texts[0] {
+		bad("nodes 1 and 2 differ by more than their ports")
+	}
+	return problems
+}
+
+// TestServerVersionPinned: the Makefile builds the server compose runs.
+func TestServerVersionPinned(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(repoRoot, "Makefile"))
+	require.NoError(t, err)
+	m := regexp.MustCompile(`(?m)^TEMPORAL_SERVER_VERSION := (\S+)$`).FindSubmatch(b)
+	require.NotNil(t, m, "Makefile sets TEMPORAL_SERVER_VERSION")
+	require.Equal(t, ServerVersion, string(m[1]))
+	c := loadCompose(t)
+	v := strings.TrimPrefix(ServerVersion, "v")
+	require.Equal(t, "temporalio/server:"+v, c.Services["temporal"].Image)
+	require.True(t, strings.HasPrefix(c.Services["temporal-schema"].Image, "temporalio/admin-tools:"+v+"-"), c.Services["temporal-schema"].Image)
 }

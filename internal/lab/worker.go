@@ -45,6 +45,10 @@ type WorkerOptions struct {
 	Log io.Writer
 	// ReadyWithin bounds the wait for /healthz; zero is 30 s.
 	ReadyWithin time.Duration
+	// Detach starts it in a session of its own, so that it outlives the
+	// program that started it and its terminal's signals (Log must then be
+	// a file, or nil).
+	Detach bool
 }
 
 // Worker is a running `courier worker` process.
@@ -79,6 +83,9 @@ func StartWorker(ctx context.Context, o WorkerOptions) (*Worker, error) {
 	w := &Worker{o: o, cmd: exec.Command(o.Courier, args...), done: make(chan struct{})}
 	w.cmd.Env = append(o.Temporal.Env(os.Environ()), o.Env...)
 	w.cmd.Stdout, w.cmd.Stderr = o.Log, o.Log
+	if o.Detach {
+		w.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	}
 	if err := w.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start courier worker: %w", err)
 	}
