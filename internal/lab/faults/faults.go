@@ -17,9 +17,9 @@ type Adapter struct {
 	activities.Adapter
 	// AfterEffect, when set, is called right after the wrapped adapter
 	// reports a new effect (for SQL: right after COMMIT), before the attempt
-	// reports it. Set to os.Exit(23) in a worker process, it reproduces "the
-	// commit happened, then the process died before anyone heard of it".
-	// Set it before the first Deliver.
+	// reports it: a test's look at the store between the commit and the
+	// report, or its process exiting there (sqldest's crash test). Set it
+	// before the first Deliver.
 	AfterEffect func()
 	lostAcks    atomic.Int64
 }
