@@ -49,15 +49,12 @@ const (
 	RestartTimeout = 2 * time.Minute
 )
 
-// dests are the soak's destinations, one per dedup kind. The lab's file
-// holds others too, which the soak never delivers to (DestIgnoring makes
-// duplicates by design).
-var dests = []string{lab.DestCRM, lab.DestHelpdesk, lab.DestLedger, lab.DestLegacy}
+// dests are the soak's destinations. The lab's file has more, which the
+// soak never delivers to.
+var dests = lab.OneOfEachDedup
 
-// budget is generous: the soak is about what faults and crashes do, not
-// about running out of attempts.
-var budget = lab.Budget{AttemptTimeout: 2 * time.Second, MaxAttempts: 12, Deadline: 10 * time.Minute,
-	InitialInterval: 200 * time.Millisecond, MaxInterval: 2 * time.Second}
+// budget is the soak destinations' retry budget.
+var budget = lab.OutageBudget
 
 // faultDelay is past an attempt's timeout, so a delayed answer is an
 // unknown outcome.

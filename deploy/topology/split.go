@@ -37,10 +37,10 @@ const (
 
 // splitDests are one destination per dedup kind; legacy (none) parks an
 // unknown outcome for the reviewer.
-var splitDests = []string{lab.DestHelpdesk, lab.DestCRM, lab.DestLedger, lab.DestLegacy}
+var splitDests = lab.OneOfEachDedup
 
 // splitBudget has room for attempts lost with a node.
-var splitBudget = func() lab.Budget { b := budget; b.MaxAttempts = 12; return b }()
+var splitBudget = lab.OutageBudget
 
 type splitRun struct {
 	t        *topo

@@ -38,9 +38,9 @@ const (
 const workerCount = 3
 
 // budget is the topology's destinations' retry budget: long enough to ride
-// out a node's death and its shards moving to another.
-var budget = lab.Budget{AttemptTimeout: 2 * time.Second, Deadline: 10 * time.Minute,
-	InitialInterval: 200 * time.Millisecond, MaxInterval: 2 * time.Second}
+// out a node's death and its shards moving to another, with the seeds'
+// max_attempts.
+var budget = func() lab.Budget { b := lab.OutageBudget; b.MaxAttempts = 0; return b }()
 
 // state is what `up` brought up, for down, restart-node and test.
 type state struct {
@@ -214,16 +214,10 @@ func quiet() sdklog.Logger { return sdklog.NewStructuredLogger(slog.New(slog.Dis
 // node that just started may still refuse namespace calls: retried,
 // bounded.
 func connectLab(ctx context.Context, n deploy.Node, ns string) (*lab.Temporal, error) {
-	// lab.StartTemporal reads Temporal's client environment.
-	for k, v := range map[string]string{"TEMPORAL_ADDRESS": n.FrontendAddr(), "TEMPORAL_NAMESPACE": ns} {
-		if err := os.Setenv(k, v); err != nil {
-			return nil, err
-		}
-	}
 	ctx, cancel := context.WithTimeout(ctx, setupWithin)
 	defer cancel()
 	for {
-		tmp, err := lab.StartTemporal(ctx, lab.TemporalOptions{UseEnvironment: true})
+		tmp, err := lab.StartTemporal(ctx, lab.TemporalOptions{Address: n.FrontendAddr(), Namespace: ns})
 		if err == nil {
 			return tmp, nil
 		}

@@ -40,6 +40,16 @@ type Budget struct {
 var CaseBudget = Budget{AttemptTimeout: 700 * time.Millisecond, Deadline: time.Minute,
 	InitialInterval: 100 * time.Millisecond, MaxInterval: time.Second}
 
+// OneOfEachDedup are the lab destinations a run about faults and crashes
+// delivers to: one per way a destination deduplicates. The others are the
+// seeds' variants (DestIgnoring creates duplicates by design).
+var OneOfEachDedup = []string{DestCRM, DestHelpdesk, DestLedger, DestLegacy}
+
+// OutageBudget is generous: a run about faults, crashes and lost nodes,
+// not about running out of attempts.
+var OutageBudget = Budget{AttemptTimeout: 2 * time.Second, MaxAttempts: 12, Deadline: 10 * time.Minute,
+	InitialInterval: 200 * time.Millisecond, MaxInterval: 2 * time.Second}
+
 // seedAttempts are the seeds' max_attempts per destination.
 var seedAttempts = map[string]int{DestHelpdesk: 3, DestHelpdeskOnce: 1, DestIgnoring: 3, DestLegacy: 3, DestCRM: 2, DestLedger: 3}
 

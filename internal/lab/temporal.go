@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -27,6 +28,9 @@ type TemporalOptions struct {
 	// Temporal's client environment) names, when it names one, instead of
 	// starting a dev server.
 	UseEnvironment bool
+	// Address, when set, is an external server to use instead, in
+	// Namespace (empty: default), with the rest of the client environment.
+	Address, Namespace string
 	// DBFile keeps the dev server in a SQLite file; empty is in memory.
 	DBFile string
 	// HostPort the dev server binds; empty picks a free loopback port.
@@ -62,11 +66,11 @@ func StartTemporal(ctx context.Context, o TemporalOptions) (*Temporal, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Temporal{o: o, HostPort: copts.HostPort, Namespace: copts.Namespace}
-	if t.Namespace == "" {
-		t.Namespace = client.DefaultNamespace
+	if o.Address != "" {
+		copts.HostPort, copts.Namespace = o.Address, o.Namespace
 	}
-	if !o.UseEnvironment || os.Getenv("TEMPORAL_ADDRESS") == "" {
+	t := &Temporal{o: o, HostPort: copts.HostPort, Namespace: cmp.Or(copts.Namespace, client.DefaultNamespace)}
+	if o.Address == "" && (!o.UseEnvironment || os.Getenv("TEMPORAL_ADDRESS") == "") {
 		t.Own, t.Namespace = true, client.DefaultNamespace
 		if t.o.HostPort == "" {
 			if t.o.HostPort, err = FreeAddr(); err != nil {
@@ -135,10 +139,10 @@ func (t *Temporal) Client() client.Client { return t.client }
 // server of the lab's own, every other TEMPORAL_ setting of this process
 // (TLS, API key, profile) is dropped: it would point elsewhere.
 func (t *Temporal) Env(base []string) []string {
-	if !t.Own {
-		return base
+	env := slices.Clone(base)
+	if t.Own {
+		env = slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "TEMPORAL_") })
 	}
-	env := slices.DeleteFunc(slices.Clone(base), func(kv string) bool { return strings.HasPrefix(kv, "TEMPORAL_") })
 	return append(env, "TEMPORAL_ADDRESS="+t.HostPort, "TEMPORAL_NAMESPACE="+t.Namespace)
 }
 
