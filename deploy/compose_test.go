@@ -764,31 +764,23 @@ func TestServerConfigCheckCatchesMistakes(t *testing.T) {
 		config func(string) string
 		want   string
 	}{
-		{name: "compose runs the image's own config", break_: func(c *composeFile) {
-			s := c.Services["temporal"]
+		{name: "compose runs the image's own config", break_: inService("temporal", func(s *service) {
 			s.Entrypoint = nil
-			c.Services["temporal"] = s
-		}, want: "entrypoint"},
-		{name: "compose mounts another folder", break_: func(c *composeFile) {
-			s := c.Services["temporal"]
+		}), want: "entrypoint"},
+		{name: "compose mounts another folder", break_: inService("temporal", func(s *service) {
 			s.Volumes = slices.Clone(s.Volumes)
 			s.Volumes[0] = "./deploy/postgres:/etc/temporal/config/courier:ro"
-			c.Services["temporal"] = s
-		}, want: "deploy/temporal"},
-		{name: "config folder not joined to the root", break_: func(c *composeFile) {
-			s := c.Services["temporal"]
+		}), want: "deploy/temporal"},
+		{name: "config folder not joined to the root", break_: inService("temporal", func(s *service) {
 			s.Entrypoint = slices.Clone(s.Entrypoint)
 			s.Entrypoint[2] = "/"
-			c.Services["temporal"] = s
-		}, want: "/config/courier"},
+		}), want: "/config/courier"},
 		{name: "another dynamic config", break_: func(c *composeFile) {
 			c.Services["temporal"].Environment["DYNAMIC_CONFIG_FILE_PATH"] = "/etc/temporal/config/dynamicconfig/docker.yaml"
 		}, want: "dynamic config"},
-		{name: "schema job on another plugin", break_: func(c *composeFile) {
-			s := c.Services["temporal-schema"]
+		{name: "schema job on another plugin", break_: inService("temporal-schema", func(s *service) {
 			s.Command = stringList{strings.ReplaceAll(s.Command[0], "--plugin postgres12", "--plugin postgres12_pgx")}
-			c.Services["temporal-schema"] = s
-		}, want: "postgres12_pgx"},
+		}), want: "postgres12_pgx"},
 		{name: "frontend on a port compose does not publish", break_: func(c *composeFile) {
 			c.Services["temporal"].Environment["FRONTEND_GRPC_PORT"] = "7236"
 		}, want: "7236"},
