@@ -120,10 +120,19 @@ type Found struct {
 
 // Reminder asks reviewers again about a parked delivery.
 type Reminder struct {
-	Key         string    `json:"key"`
-	Destination string    `json:"destination"`
-	Since       time.Time `json:"since"`
-	Evidence    string    `json:"evidence"`
+	Key         string `json:"key"`
+	Destination string `json:"destination"`
+	// Number is 0 when the delivery has just parked, then 1, 2, ... for
+	// each reminder.
+	Number     int       `json:"number,omitempty"`
+	Tenant     string    `json:"tenant,omitempty"`
+	Operation  string    `json:"operation,omitempty"`
+	BusinessID string    `json:"business_id,omitempty"`
+	WorkflowID string    `json:"workflow_id,omitempty"`
+	Since      time.Time `json:"since"`
+	// Reason is why it waits, in one line; Evidence, in full.
+	Reason   string `json:"reason,omitempty"`
+	Evidence string `json:"evidence"`
 }
 
 // Adapter delivers to one destination.

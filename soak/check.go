@@ -210,7 +210,11 @@ func (r *run) check(ctx context.Context) error {
 			continue
 		}
 		var res workflows.DeliveryResult
-		if err := r.stack.Temporal.Client().GetWorkflow(ctx, workflows.WorkflowID(d.key), "").Get(ctx, &res); err != nil {
+		err := r.stack.Temporal.Client().GetWorkflow(ctx, workflows.WorkflowID(d.key), "").Get(ctx, &res)
+		if nd, ok := workflows.NotDeliveredResult(err); ok {
+			res, err = nd, nil
+		}
+		if err != nil {
 			bad(d, "read result: %v", err)
 			continue
 		}

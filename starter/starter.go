@@ -184,7 +184,11 @@ func (s *Client) conflictOr(h Handle, err error) error {
 // payload and may not run again; restart when it applied nothing and may.
 func (s *Client) closed(ctx context.Context, h Handle, runID string, reuse enumspb.WorkflowIdReusePolicy) (workflows.DeliveryResult, bool, error) {
 	var prev workflows.DeliveryResult
-	if err := s.c.GetWorkflow(ctx, h.WorkflowID, runID).Get(ctx, &prev); err != nil {
+	err := s.c.GetWorkflow(ctx, h.WorkflowID, runID).Get(ctx, &prev)
+	if nd, ok := workflows.NotDeliveredResult(err); ok {
+		prev, err = nd, nil // it ended without an effect: the result is in the failure
+	}
+	if err != nil {
 		return prev, false, fmt.Errorf("read the earlier delivery %s: %w", h.Key, err)
 	}
 	if reuse == enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE && restartable(prev, h.Fingerprint) {

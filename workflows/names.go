@@ -34,6 +34,11 @@ const (
 
 	// ErrInvalidReview is the error type of a review update the workflow refused.
 	ErrInvalidReview = "InvalidReview"
+	// ErrNotDelivered is the error type of a delivery that ended without an
+	// effect (rejected, conflict, attempt_limit, abandoned): the run fails,
+	// so the web UI shows it apart from the delivered ones, and the
+	// failure's details are its DeliveryResult.
+	ErrNotDelivered = "NotDelivered"
 	// ErrConflict is the error type of a deliver update refused because the
 	// delivery carries another payload; its details are the delivery's
 	// fingerprint, then the request's.
@@ -49,6 +54,15 @@ const (
 	// MetricUnknownOutcomes: attempts whose effect is uncertain (no answer
 	// after the request was, or may have been, written; or a 5xx).
 	MetricUnknownOutcomes = "courier_unknown_outcomes"
+
+	// What the web UI's dialogs and `temporal workflow metadata` say of the
+	// handlers.
+	describeStatus       = "The delivery as JSON: state, key, fingerprint, every attempt, the review's evidence and decisions, the receipt."
+	describeReviewUpdate = "Decide a delivery awaiting review; a bad decision is refused with the reason and changes nothing. " +
+		`Input: {"decision": "retry|delivered|abandon", "reviewer": "NAME", "note": "what you checked", "resource_id": "ID (with delivered)"}`
+	describeReviewSignal = "Decide a delivery awaiting review, unchecked: a bad decision is recorded and ignored, and the sender is not told. " +
+		"Prefer the review update. Same input."
+	describeDeliver = `Start or join the delivery and wait until it is final or parked for review. Input: {"fingerprint": "the payload's"}`
 
 	// Activity names.
 	ActivityAttempt      = "Attempt"

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"go.temporal.io/sdk/temporal"
+
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/opkey"
@@ -31,6 +33,23 @@ const (
 	StatusDeliveredByReview Status = "delivered_by_review"
 	StatusAbandoned         Status = "abandoned"
 )
+
+// Delivered reports whether a final status means the effect is at the
+// destination.
+func (s Status) Delivered() bool {
+	return s == StatusCreated || s == StatusDuplicate || s == StatusDeliveredByReview
+}
+
+// NotDeliveredResult is the result of a delivery that ended without an
+// effect, from the error its run's Get returns (its failure's details).
+func NotDeliveredResult(err error) (DeliveryResult, bool) {
+	var app *temporal.ApplicationError
+	var res DeliveryResult
+	if !errors.As(err, &app) || app.Type() != ErrNotDelivered || app.Details(&res) != nil {
+		return DeliveryResult{}, false
+	}
+	return res, true
+}
 
 // State is where a running delivery is; a finished one's state is its Status.
 type State string
