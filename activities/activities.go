@@ -124,12 +124,14 @@ type Reminder struct {
 	Destination string `json:"destination"`
 	// Number is 0 when the delivery has just parked, then 1, 2, ... for
 	// each reminder.
-	Number     int       `json:"number,omitempty"`
-	Tenant     string    `json:"tenant,omitempty"`
-	Operation  string    `json:"operation,omitempty"`
-	BusinessID string    `json:"business_id,omitempty"`
-	WorkflowID string    `json:"workflow_id,omitempty"`
-	Since      time.Time `json:"since"`
+	Number     int    `json:"number,omitempty"`
+	Tenant     string `json:"tenant,omitempty"`
+	Operation  string `json:"operation,omitempty"`
+	BusinessID string `json:"business_id,omitempty"`
+	WorkflowID string `json:"workflow_id,omitempty"`
+	// Namespace is filled in by the activity.
+	Namespace string    `json:"namespace,omitempty"`
+	Since     time.Time `json:"since"`
 	// Reason is why it waits, in one line; Evidence, in full.
 	Reason   string `json:"reason,omitempty"`
 	Evidence string `json:"evidence"`
@@ -158,8 +160,16 @@ type Activities struct {
 	// is stopping; then it is cut short and reports what it knows (sent or
 	// not) before the worker exits. Keep it under the worker's stop timeout.
 	StopGrace time.Duration
+	// Notifiers are told of parked deliveries, by destination; a
+	// destination without one is only logged.
+	Notifiers map[string]Notifier
 	// OnReminder, when set, is told about each review reminder (metrics, paging).
 	OnReminder func(Reminder)
+}
+
+// Notifier tells people that a delivery waits for their review.
+type Notifier interface {
+	Notify(ctx context.Context, r Reminder) error
 }
 
 // HeartbeatTimeout is how soon Temporal declares an attempt lost when its
@@ -349,12 +359,18 @@ func (a *Activities) ResolveTerms(_ context.Context, destination string) (Terms,
 	return a.terms(destination), nil
 }
 
-// RemindReview tells operators that a delivery still waits for a decision.
+// RemindReview tells operators that a delivery waits for a decision: it
+// logs, and tells the destination's notifier, if any.
 func (a *Activities) RemindReview(ctx context.Context, r Reminder) error {
 	activity.GetLogger(ctx).Warn("delivery awaiting review",
-		"key", r.Key, "destination", r.Destination, "since", r.Since, "evidence", r.Evidence)
+		"key", r.Key, "destination", r.Destination, "reminder", r.Number, "since", r.Since, "evidence", r.Evidence)
 	if a.OnReminder != nil {
 		a.OnReminder(r)
 	}
-	return nil
+	n, ok := a.Notifiers[r.Destination]
+	if !ok {
+		return nil
+	}
+	r.Namespace = activity.GetInfo(ctx).WorkflowNamespace
+	return n.Notify(ctx, r)
 }

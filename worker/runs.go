@@ -20,7 +20,7 @@ import (
 // the configured contracts (a delivery's first attempt records one) and
 // the client that reads a workflow ID's earlier runs.
 func NewActivities(c client.Client, cfg contract.Config, ads *Adapters) *activities.Activities {
-	acts := &activities.Activities{Adapters: ads.ByName, Contracts: cfg.Contracts(), Reviewers: cfg.Reviewers}
+	acts := &activities.Activities{Adapters: ads.ByName, Notifiers: ads.Notifiers, Contracts: cfg.Contracts(), Reviewers: cfg.Reviewers}
 	if c != nil {
 		acts.Runs = earlierRuns{c}
 	}
