@@ -209,11 +209,7 @@ func (r *run) check(ctx context.Context) error {
 			lost(d, "still %s at the end", state)
 			continue
 		}
-		var res workflows.DeliveryResult
-		err := r.stack.Temporal.Client().GetWorkflow(ctx, workflows.WorkflowID(d.key), "").Get(ctx, &res)
-		if nd, ok := workflows.NotDeliveredResult(err); ok {
-			res, err = nd, nil
-		}
+		res, err := starter.New(r.stack.Temporal.Client()).Result(ctx, d.key, "")
 		if err != nil {
 			bad(d, "read result: %v", err)
 			continue

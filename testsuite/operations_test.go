@@ -206,11 +206,7 @@ func (s *opsStack) requireSound(ctx context.Context, res workflows.DeliveryResul
 
 func (s *opsStack) result(ctx context.Context, key string) workflows.DeliveryResult {
 	s.t.Helper()
-	var res workflows.DeliveryResult
-	err := s.c.GetWorkflow(ctx, workflows.WorkflowID(key), "").Get(ctx, &res)
-	if nd, ok := workflows.NotDeliveredResult(err); ok {
-		res, err = nd, nil
-	}
+	res, err := s.starter.Result(ctx, key, "")
 	require.NoError(s.t, err)
 	return res
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/opkey"
 )
 
 // What the web UI shows of a delivery: its current details (Markdown), and
@@ -20,6 +21,13 @@ const (
 	// detailErrorLen bounds an error quoted in the details.
 	detailErrorLen = 300
 )
+
+// StaticDetails are the web UI's fixed facts of a delivery, given at its
+// start; the current details add the contract it runs under and what to do.
+func StaticDetails(op opkey.Operation, key string) string {
+	return fmt.Sprintf("**%s → %s**\n\ntenant %s · business id %s\n\nkey %s · workflow ID %s",
+		op.Operation, op.Destination, code(op.Tenant), code(op.BusinessID), code(key), code(WorkflowID(key)))
+}
 
 // details is the delivery's current details: the state and why in one
 // line, the facts, the latest attempts, and what an operator can do.
