@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/abde64c9/courier/activities/notify"
 	"github.com/abde64c9/courier/contract"
@@ -122,13 +123,31 @@ func TestNotifierToldWhenParked(t *testing.T) {
 		res := s.result(ctx, st.Key)
 		require.Equal(t, workflows.StatusDeliveredByReview, res.Status)
 		s.requireSound(ctx, res)
-		// The review timer was closed by the decision, not left pending.
+		// The history tells the story in summaries, and the review timer
+		// was closed by the decision, not left pending.
 		hist, _, _ := s.historyFacts(ctx, workflows.WorkflowID(st.Key), "")
 		var canceled bool
+		summaries := map[string]bool{}
 		for _, ev := range hist.Events {
 			canceled = canceled || ev.GetEventType() == enumspb.EVENT_TYPE_TIMER_CANCELED
+			if p := ev.GetUserMetadata().GetSummary(); p != nil {
+				var text string
+				require.NoError(t, converter.GetDefaultDataConverter().FromPayload(p, &text))
+				summaries[text] = true
+			}
 		}
 		require.True(t, canceled, "the review timer is canceled when the decision comes")
+		for _, want := range []string{"attempt 1 of 3 → plain (dedup none)", "notify: parked at plain, waiting for a review",
+			"waiting for a review; reminder in 3s", "notify: review reminder 1"} {
+			require.True(t, summaries[want], "summary %q in %v", want, summaries)
+		}
+		desc, err := s.c.DescribeWorkflowExecution(ctx, workflows.WorkflowID(st.Key), "")
+		require.NoError(t, err)
+		var details string
+		require.NoError(t, converter.GetDefaultDataConverter().FromPayload(
+			desc.GetExecutionConfig().GetUserMetadata().GetDetails(), &details))
+		require.Equal(t, "**create-ticket → plain**\n\ntenant `acme` · business id `notify-"+s.run+"`\n\nkey `"+st.Key+
+			"` · workflow ID `"+workflows.WorkflowID(st.Key)+"`", details, "static details")
 	})
 
 	t.Run("a notifier that is down delays nothing", func(t *testing.T) {
