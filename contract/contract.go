@@ -43,6 +43,8 @@ type Contract struct {
 	// ReviewReminder, when set, reminds reviewers of a delivery that has been
 	// waiting this long, and again every interval after. It never decides.
 	ReviewReminder Duration `json:"review_reminder,omitempty"`
+	// Breaker, when set, holds attempts back while the destination is down.
+	Breaker *Breaker `json:"breaker,omitempty"`
 }
 
 // ReplayMarker says how a replayed receipt is recognised: a response header
@@ -139,6 +141,9 @@ func (c Contract) Validate() error {
 	}
 	if r.Backoff < 1 {
 		bad("retry.backoff", "must be at least 1")
+	}
+	if c.Breaker != nil {
+		errs = append(errs, c.Breaker.validate())
 	}
 	return errors.Join(errs...)
 }

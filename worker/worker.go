@@ -90,6 +90,8 @@ func Register(r sdkworker.Registry, cfg contract.Config, acts *activities.Activi
 func RegisterWorkflow(r sdkworker.WorkflowRegistry, cfg contract.Config) {
 	r.RegisterWorkflowWithOptions(workflows.NewDeliveries(cfg).Delivery,
 		workflow.RegisterOptions{Name: workflows.WorkflowType})
+	r.RegisterWorkflowWithOptions(workflows.Destination,
+		workflow.RegisterOptions{Name: workflows.DestinationWorkflowType})
 }
 
 // New returns the workers of one process: the main one on the courier task

@@ -100,6 +100,13 @@ type delivery struct {
 	// links in the details.
 	reason    string
 	namespace string
+	// held is why the delivery waits at a paused or broken destination;
+	// released is set by the gate's release signal; heldFor is the time
+	// spent held, which the deadline does not count.
+	held     *activities.Hold
+	released bool
+	heldFor  time.Duration
+	holds    int
 }
 
 func (d *delivery) setup(ctx workflow.Context) error {
@@ -156,6 +163,13 @@ func (d *delivery) setup(ctx workflow.Context) error {
 	); err != nil {
 		return fmt.Errorf("register update: %w", err)
 	}
+	release := workflow.GetSignalChannelWithOptions(ctx, SignalRelease, workflow.SignalChannelOptions{Description: describeRelease})
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			release.Receive(ctx, nil)
+			d.released = d.held != nil
+		}
+	})
 	ch := workflow.GetSignalChannelWithOptions(ctx, SignalReview, workflow.SignalChannelOptions{Description: describeReviewSignal})
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for {
@@ -175,7 +189,7 @@ func (d *delivery) setup(ctx workflow.Context) error {
 }
 
 func (d *delivery) status() DeliveryStatus {
-	st := DeliveryStatus{State: d.state, Operation: d.in.Operation, DeliveryResult: d.res}
+	st := DeliveryStatus{State: d.state, Operation: d.in.Operation, DeliveryResult: d.res, Hold: d.held}
 	if d.res.Status != "" {
 		st.State = State(d.res.Status)
 	}
@@ -208,6 +222,13 @@ func (d *delivery) run(ctx workflow.Context) (DeliveryResult, error) {
 
 	for {
 		out := d.attempt(ctx)
+		if out.Class == contract.ClassHeld {
+			// Nothing was sent: no attempt, no budget, no deadline spent.
+			if err := d.hold(ctx, out.Hold); err != nil {
+				return DeliveryResult{}, err
+			}
+			continue
+		}
 		n := len(d.res.Attempts)
 		if out.Class == contract.ClassUnconfigured && d.nothingAppliedBefore() {
 			// Nothing was ever sent: the request named a destination the
@@ -257,7 +278,7 @@ func (d *delivery) run(ctx workflow.Context) (DeliveryResult, error) {
 					n, out.Class, out.Error, err), nil); done {
 					return res, err
 				}
-				d.budget, deadline = n+c.Retry.MaxAttempts, workflow.Now(ctx).Add(c.Retry.Deadline.D())
+				d.budget, deadline, d.heldFor = n+c.Retry.MaxAttempts, workflow.Now(ctx).Add(c.Retry.Deadline.D()), 0
 				continue
 			}
 			if found.Found {
@@ -279,13 +300,13 @@ func (d *delivery) run(ctx workflow.Context) (DeliveryResult, error) {
 				return res, err
 			}
 			// A reviewer's retry starts a fresh budget: they checked first.
-			d.budget, deadline = n+c.Retry.MaxAttempts, workflow.Now(ctx).Add(c.Retry.Deadline.D())
+			d.budget, deadline, d.heldFor = n+c.Retry.MaxAttempts, workflow.Now(ctx).Add(c.Retry.Deadline.D()), 0
 			continue
 		}
 
 		// StepRetry, or a lookup that found nothing.
 		wait := max(c.Retry.Interval(n), out.RetryAfter)
-		if n >= d.budget || workflow.Now(ctx).Add(wait).After(deadline) {
+		if n >= d.budget || workflow.Now(ctx).Add(wait).After(deadline.Add(d.heldFor)) {
 			return d.finish(ctx, StatusAttemptLimit, nil,
 				fmt.Sprintf("retry budget spent after %d attempts; last: %s: %s", n, out.Class, out.Error))
 		}
@@ -297,6 +318,57 @@ func (d *delivery) run(ctx workflow.Context) (DeliveryResult, error) {
 			return DeliveryResult{}, err
 		}
 	}
+}
+
+const (
+	// holdLookAgain bounds a hold's wait: a held delivery looks at its
+	// destination's gate again after this long even if no release came.
+	holdLookAgain = 5 * time.Minute
+	// holdSpread spreads the deliveries held until one time (an open
+	// breaker's cool-down) over this long, by key.
+	holdSpread = 10 * time.Second
+)
+
+// hold waits while the destination is paused or its breaker is open, until
+// the gate releases the delivery or it is time to look again. Held outcomes
+// come only from workers that have the gate, so no earlier history takes
+// this path.
+func (d *delivery) hold(ctx workflow.Context, h *activities.Hold) error {
+	if h == nil {
+		h = &activities.Hold{State: string(StateCircuitOpen), Reason: "held"}
+	}
+	d.holds++
+	if d.holds <= MaxIgnoredRecords {
+		d.event(ctx, len(d.res.Attempts), "held", h.State+": "+h.Reason)
+	}
+	d.held, d.released = h, false
+	d.setState(ctx, State(h.State))
+	if err := d.upsertState(ctx); err != nil {
+		return err
+	}
+	start := workflow.Now(ctx)
+	wait := holdLookAgain
+	if !h.Until.IsZero() {
+		var spread time.Duration
+		for _, b := range []byte(d.res.Key) {
+			spread = (spread*31 + time.Duration(b)) % holdSpread
+		}
+		wait = min(max(h.Until.Sub(start), time.Second)+spread, holdLookAgain)
+	}
+	tctx, closeTimer := workflow.WithCancel(ctx)
+	released, err := workflow.AwaitWithOptions(tctx, workflow.AwaitOptions{Timeout: wait, TimerOptions: workflow.TimerOptions{
+		Summary: fmt.Sprintf("held: %s at %s; look again in %s", strings.ReplaceAll(h.State, "_", " "), d.in.Destination, wait.Round(time.Second)),
+	}}, func() bool { return d.released })
+	if err != nil {
+		return err
+	}
+	if released {
+		closeTimer()
+	}
+	d.heldFor += workflow.Now(ctx).Sub(start)
+	d.held = nil
+	d.setState(ctx, StateDelivering)
+	return d.upsertState(ctx)
 }
 
 // versionRecordedContract marks deliveries that decide from the terms in
@@ -410,6 +482,9 @@ func (d *delivery) attempt(ctx workflow.Context) activities.Outcome {
 	// attempt that found the destination after it had gone missing.
 	if out.Terms != nil && d.recorded() == nil {
 		d.terms = out.Terms
+	}
+	if out.Class == contract.ClassHeld {
+		return out // not an attempt: the destination never saw it
 	}
 	d.res.Attempts = append(d.res.Attempts, Attempt{
 		Number: n, Started: started, Ended: workflow.Now(ctx),

@@ -109,6 +109,12 @@ func (d *delivery) headline() string {
 		return st + ": nothing was delivered: " + code(excerpt(d.res.Error, detailErrorLen))
 	case d.waiting():
 		return st + ": " + d.reason
+	case d.held != nil:
+		s := st + ": " + d.held.Reason
+		if !d.held.Until.IsZero() {
+			s += " (until " + d.held.Until.UTC().Format(time.DateTime) + ")"
+		}
+		return s + "; nothing is sent, and waiting spends no attempt and no deadline"
 	case d.state == StateRetryWait && n > 0:
 		return fmt.Sprintf("%s: attempt %d ended %s; attempt %d next", st, n, d.res.Attempts[n-1].Class, n+1)
 	case d.state == StateReconciling:

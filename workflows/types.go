@@ -59,6 +59,10 @@ const (
 	StateRetryWait      State = "retry_wait"
 	StateReconciling    State = "reconciling"
 	StateAwaitingReview State = "awaiting_review"
+	// StatePaused and StateCircuitOpen: held, nothing sent, because the
+	// destination is paused or its breaker is open.
+	StatePaused      State = "paused"
+	StateCircuitOpen State = "circuit_open"
 )
 
 // Attempt is one attempt at the destination.
@@ -236,5 +240,7 @@ type Settled struct {
 type DeliveryStatus struct {
 	State     State           `json:"state"`
 	Operation opkey.Operation `json:"operation"`
+	// Hold is why a paused or circuit_open delivery waits.
+	Hold *activities.Hold `json:"hold,omitempty"`
 	DeliveryResult
 }

@@ -96,10 +96,37 @@ func (w *Webhook) NoticeOf(r activities.Reminder, now time.Time) Notice {
 	return n
 }
 
-// Notify posts the notice for r. Any answer but 2xx is an error, for the
-// activity's retry policy.
+// Notify posts the notice for r.
 func (w *Webhook) Notify(ctx context.Context, r activities.Reminder) error {
-	body, err := json.Marshal(w.NoticeOf(r, time.Now()))
+	return w.post(ctx, w.NoticeOf(r, time.Now()))
+}
+
+// GateNotice is the JSON a notifier receives when a destination's breaker
+// opens.
+type GateNotice struct {
+	Text        string    `json:"text"`
+	Event       string    `json:"event"` // destination_open
+	Destination string    `json:"destination"`
+	State       string    `json:"state"`
+	Since       time.Time `json:"since"`
+	Why         string    `json:"why"`
+	Status      string    `json:"status_command"`
+}
+
+// NotifyGate posts a gate's change.
+func (w *Webhook) NotifyGate(ctx context.Context, g activities.GateNotice) error {
+	cmd := "courier destination status " + g.Destination
+	return w.post(ctx, GateNotice{
+		Event: "destination_" + g.State, Destination: g.Destination, State: g.State, Since: g.Since.UTC(), Why: g.Why, Status: cmd,
+		Text: fmt.Sprintf("Courier: destination %s is %s: %s. Deliveries to it wait, spending no attempts. See: %s",
+			g.Destination, strings.ReplaceAll(g.State, "_", " "), g.Why, cmd),
+	})
+}
+
+// post sends one notice. Any answer but 2xx is an error, for the
+// activity's retry policy.
+func (w *Webhook) post(ctx context.Context, notice any) error {
+	body, err := json.Marshal(notice)
 	if err != nil {
 		return err
 	}
