@@ -444,7 +444,7 @@ func validateRules(rules []Rule, line func(i int) int) error {
 			case len(risky) > 0 && (!r.NothingApplied || s.Lo != s.Hi):
 				bad("class %s means nothing was applied, but status %s may have applied the effect; "+
 					"to say the destination documents that this answer applies nothing, write a rule for that one status with \"nothing_applied\": true",
-					r.Class, StatusRange{risky[0], risky[len(risky)-1]})
+					r.Class, ranges(risky))
 			case len(risky) == 0 && r.NothingApplied:
 				bad("nothing_applied: not needed, status %s is already read as nothing applied", s)
 			}
@@ -464,6 +464,20 @@ func validateRules(rules []Rule, line func(i int) int) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ranges writes ascending statuses compactly: "500-502, 504-599".
+func ranges(sts []int) string {
+	var parts []string
+	for i := 0; i < len(sts); {
+		j := i
+		for j+1 < len(sts) && sts[j+1] == sts[j]+1 {
+			j++
+		}
+		parts = append(parts, StatusRange{sts[i], sts[j]}.String())
+		i = j + 1
+	}
+	return strings.Join(parts, ", ")
 }
 
 // covers reports whether condition a (nil: any) holds whenever b does.
