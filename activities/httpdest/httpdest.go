@@ -318,14 +318,18 @@ func receiptFrom(status int, h http.Header, body []byte, spec *contract.ReceiptS
 	return r
 }
 
-// locationID is the last path segment of a Location header.
+// locationID is the last path segment of a Location header, unescaped.
 func locationID(loc string) string {
 	u, err := url.Parse(strings.TrimSpace(loc))
-	if err != nil || u.Path == "" {
+	if err != nil {
 		return ""
 	}
-	seg := u.Path[strings.LastIndexByte(strings.TrimSuffix(u.Path, "/"), '/')+1:]
-	return strings.TrimSuffix(seg, "/")
+	p := strings.TrimSuffix(u.EscapedPath(), "/")
+	seg, err := url.PathUnescape(p[strings.LastIndexByte(p, '/')+1:])
+	if err != nil {
+		return ""
+	}
+	return seg
 }
 
 // decodeBody decodes a JSON body, numbers kept as written.
