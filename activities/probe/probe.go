@@ -217,8 +217,8 @@ func (p *prober) first(ctx context.Context) (activities.Outcome, bool) {
 			"Pass a payload it accepts with --payload", out.Error)
 	case contract.ClassReplayed:
 		p.conclude(Violation, "the first send of a key never used before came back as a replay (status %d): "+
-			"the replay_marker %s also matches new effects, so Courier would report every delivery as a duplicate",
-			out.StatusCode, markerString(p.c.ReplayMarker))
+			"%s also matches new effects, so Courier would report every delivery as a duplicate",
+			out.StatusCode, p.replayRecognisedBy(out.StatusCode))
 	default:
 		p.conclude(Inconclusive, "the first send did not get a receipt (%s: %s); run the probe again when the destination is reachable",
 			out.Class, out.Error)
