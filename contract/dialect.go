@@ -398,6 +398,13 @@ func (d Destination) validateDialect(line func(i int) int) error {
 		}
 	}
 	errs = append(errs, validateRules(d.Rules, line))
+	if m := d.Contract.ReplayMarker; m != nil && m.Status != 0 {
+		for i, r := range d.Rules {
+			if r.Status.Contains(m.Status) && r.Header == nil && r.Body == nil && r.Class != ClassReplayed {
+				bad("rules[%d] (line %d): reads every %d as %s, so contract.replay_marker (status %d) never applies", i, line(i), m.Status, r.Class, m.Status)
+			}
+		}
+	}
 	return errors.Join(errs...)
 }
 

@@ -111,6 +111,8 @@ func TestDialectBad(t *testing.T) {
 
         {"status": 422, "body": {"pointer": "/code", "value": "reused"}, "class": "in_flight"}
       ],`, "", "rules[1] (line 9): contradicts rules[0] (line 7), which matches every answer this rule matches and names conflict, not in_flight"},
+		{"marker never applies", `"rules": [{"status": "200-299", "class": "created"}],`, `
+        "replay_marker": {"status": 200},`, "rules[0] (line 6): reads every 200 as created, so contract.replay_marker (status 200) never applies"},
 		{"body match without pointer", `"rules": [{"status": 400, "body": {"value": "x"}, "class": "conflict"}],`, "", `rules[0] (line 6): body: needs a pointer`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
