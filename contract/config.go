@@ -26,6 +26,13 @@ type Destination struct {
 	URL       string `json:"url,omitempty"`
 	LookupURL string `json:"lookup_url,omitempty"`
 	Auth      *Auth  `json:"auth,omitempty"`
+	// The destination's dialect (see dialect.go); left out: Courier's own.
+	Method  string            `json:"method,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
+	Body    *Body             `json:"body,omitempty"`
+	Receipt *ReceiptSpec      `json:"receipt,omitempty"`
+	Rules   []Rule            `json:"rules,omitempty"`
+	TLS     *TLS              `json:"tls,omitempty"`
 
 	// sql
 	Driver string `json:"driver,omitempty"` // sqlite or pgx
@@ -46,6 +53,7 @@ type Destination struct {
 // Auth names where a destination's credential lives on the worker; the
 // credential itself never enters config, workflow input or history.
 type Auth struct {
+	Kind       string `json:"kind,omitempty"`   // header (default) or standard-webhooks
 	Header     string `json:"header"`           // e.g. Authorization
 	Scheme     string `json:"scheme,omitempty"` // e.g. Bearer
 	SecretEnv  string `json:"secret_env,omitempty"`
@@ -122,7 +130,7 @@ func Parse(b []byte) (Config, error) {
 		d := cfg.Destinations[name]
 		d.Contract = d.Contract.WithDefaults()
 		cfg.Destinations[name] = d
-		if err := d.validate(); err != nil {
+		if err := errors.Join(d.validate(), d.validateDialect(ruleLines(b, name))); err != nil {
 			errs = append(errs, fmt.Errorf("destination %q (line %d): %w", name, lineOfKey(b, name), err))
 		}
 	}
@@ -175,7 +183,7 @@ func (d Destination) validate() error {
 // validate checks the auth block named field (e.g. auth).
 func (a *Auth) validate(field string) error {
 	var errs []error
-	if a.Header == "" {
+	if a.Header == "" && a.Kind != AuthStandardWebhooks {
 		errs = append(errs, fmt.Errorf("%s.header: required", field))
 	}
 	if (a.SecretEnv == "") == (a.SecretFile == "") {

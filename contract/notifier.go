@@ -36,6 +36,9 @@ func (n *Notifier) validate() error {
 	}
 	if n.Auth != nil {
 		errs = append(errs, n.Auth.validate("auth"))
+		if n.Auth.Kind != "" && n.Auth.Kind != AuthHeader {
+			errs = append(errs, fmt.Errorf("auth.kind: %q is for destinations; a notifier's auth is a header", n.Auth.Kind))
+		}
 	}
 	return errors.Join(errs...)
 }
