@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,9 +39,13 @@ const (
 	// updateModal is the Send an Update dialog that is open.
 	updateModal = `dialog[data-testid="update-confirmation-modal"][open]`
 	metadataTab = `#user-metadata-tab`
-	// columnsKey is the local-storage entry where the UI keeps each
-	// namespace's list columns: this browser's, not the server's.
+	// columnsKey and viewsKey are the local-storage entries where the UI
+	// keeps each namespace's list columns and saved views: this browser's,
+	// not the server's.
 	columnsKey = "namespace-workflow-table-columns"
+	viewsKey   = "saved-workflow-queries"
+	// savedView names the awaiting-review list among the saved views.
+	savedView = "Awaiting review"
 )
 
 // courierColumns are the search attributes an operator adds to the list.
@@ -66,10 +71,17 @@ func TestReviewByUpdateInTheBrowser(t *testing.T) {
 	b := openBrowser(t, ctx, chromium)
 	t.Logf("stack up and delivery parked in %s", time.Since(began).Round(time.Millisecond))
 
-	// a. The awaiting-review list has the parked delivery, and only it.
-	b.navigate(s.AwaitingReviewURL())
+	// a. The awaiting-review list has the parked delivery, and only it. The
+	// link's savedQuery keeps the list as a view of this browser's own.
+	b.navigate(s.AwaitingReviewURL() + "&savedQuery=" + url.QueryEscape(savedView))
 	b.waitFor("the parked delivery's row in the awaiting_review list", true, rowJS(wid), nonEmpty)
 	require.Empty(t, b.eval(rowJS(other)), "the created delivery is not awaiting review, so the filter leaves it out")
+	var views map[string][]struct{ Name, Query string }
+	require.NoError(t, json.Unmarshal([]byte(b.eval(`localStorage.getItem("`+viewsKey+`") || ""`)), &views))
+	require.Len(t, views[devstack.Namespace], 1, "views: %v", views)
+	require.Equal(t, savedView, views[devstack.Namespace][0].Name)
+	require.Equal(t, `CourierState="awaiting_review"`, views[devstack.Namespace][0].Query)
+	require.Contains(t, b.eval(`document.body.innerText`), savedView, "the Saved Views panel lists the view")
 	b.shot("awaiting-review-list")
 
 	// Courier's search attributes as columns, added the operator's way.
@@ -116,6 +128,7 @@ func TestReviewByUpdateInTheBrowser(t *testing.T) {
 		// scrolls inside the frame, as a person would have to.
 		t.Logf("the end of the current details is below the frame's visible height; scrolled the frame to show it")
 		b.eval(`((f) => { f.contentWindow.scrollTo(0, f.contentDocument.documentElement.scrollHeight); return "scrolled"; })((` + detailsFrameJS + `)())`)
+		b.waitFor("the end of the current details in sight", false, `(`+detailsClippedJS+`) ? "" : "in sight"`, nonEmpty)
 		b.shot("parked-details-scrolled")
 	}
 
@@ -447,7 +460,8 @@ const detailsJS = `((f) => {
 // detailsClippedJS is non-empty when the last block of the current details
 // ends below the frame's visible height.
 const detailsClippedJS = `((f) => {
-	const last = f && f.contentDocument.querySelector("body main > :last-child, body > :last-child");
+	const d = f && f.contentDocument;
+	const last = d && d.body && (d.querySelector("main > :last-child") || d.body.lastElementChild);
 	return last && last.getBoundingClientRect().bottom > f.clientHeight ? "clipped" : "";
 })((` + detailsFrameJS + `)())`
 
