@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -99,8 +98,8 @@ func TestReviewByUpdateInTheBrowser(t *testing.T) {
 	require.Equal(t, lab.DestLegacy, cells[workflows.SADestination.GetName()], "row: %v", cells)
 	require.Equal(t, "create-ticket", cells[workflows.SAOperation.GetName()], "row: %v", cells)
 	require.Equal(t, "webui-2", cells[workflows.SABusinessID.GetName()], "row: %v", cells)
-	// What the README tells operators: the columns live in this browser's
-	// local storage, per namespace, as a list of labels.
+	// The columns are this browser's own: its local storage keeps them per
+	// namespace, as a list of labels.
 	var stored map[string][]struct {
 		Label string `json:"label"`
 	}
@@ -218,10 +217,16 @@ func findChromium(t *testing.T) string {
 // startDevStack is `courier dev` on free ports in a folder of the test's.
 func startDevStack(t *testing.T, ctx context.Context, courier string) *devstack.Stack {
 	t.Helper()
+	var ports [2]int
+	for i := range ports {
+		p, err := lab.FreePort()
+		require.NoError(t, err)
+		ports[i] = p
+	}
 	s, err := devstack.Start(ctx, devstack.Options{
 		Dir:         filepath.Join(t.TempDir(), ".courier"),
-		Port:        freePort(t),
-		UIPort:      freePort(t),
+		Port:        ports[0],
+		UIPort:      ports[1],
 		SandboxAddr: "127.0.0.1:0",
 		Courier:     courier,
 		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -230,14 +235,6 @@ func startDevStack(t *testing.T, ctx context.Context, courier string) *devstack.
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Stop() })
 	return s
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // Timeouts for a shared, busy machine: a step is one click or one wait;
