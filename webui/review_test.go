@@ -134,6 +134,9 @@ func TestReviewByUpdateInTheBrowser(t *testing.T) {
 	// c. Decide it through the UI's own Send an Update dialog.
 	decision := `{"decision": "retry", "reviewer": "ui-test", "note": "checked in the browser"}`
 	b.click("More Actions", visible(moreActions))
+	b.waitFor("the More Actions menu", false, visible(updateItem)+` ? "open" : ""`, nonEmpty)
+	require.Empty(t, b.eval(`document.querySelector('[data-testid="start-workflow-button"]') ? "offered" : ""`),
+		"Courier's UI settings leave out Start Workflow Like This One")
 	b.click("Send an Update", visible(updateItem))
 	b.waitFor("the Send an Update dialog", false, `document.querySelector('`+updateModal+`') ? "open" : ""`, nonEmpty)
 	if b.eval(inModal(`[data-testid="update-select-button"]`)+` ? "select" : ""`) != "" {
@@ -183,6 +186,9 @@ func TestReviewByUpdateInTheBrowser(t *testing.T) {
 	b.waitFor("the current details of the delivered delivery", true, detailsJS, func(s string) bool {
 		return strings.Contains(s, string(workflows.StatusCreated)) && !strings.Contains(s, `"decision"`)
 	})
+	require.Equal(t, "disabled", b.eval(`((r) => r ? (r.disabled ? "disabled" : "enabled") : "absent")(
+		[...document.querySelectorAll("button")].find(e => e.checkVisibility() && e.innerText.trim() === "Reset"))`),
+		"Courier's UI settings turn Reset off")
 	b.shot("decided-details")
 
 	b.navigate(s.AwaitingReviewURL())
@@ -442,7 +448,7 @@ func rowJS(wid string) string {
 // (Markdown, in a frame of its own origin, below the "Current Details"
 // heading; the summary has a frame of its own).
 const detailsFrameJS = `() => {
-	const h = [...document.querySelectorAll("h3")].find(h => h.innerText.trim() === "Current Details" && h.getClientRects().length);
+	const h = [...document.querySelectorAll("h3")].find(h => h.innerText.trim() === "Current Details" && h.checkVisibility());
 	let p = h;
 	while (p && !p.querySelector('iframe[title="output"]')) p = p.parentElement;
 	return p ? p.querySelector('iframe[title="output"]') : null;
@@ -464,7 +470,7 @@ const detailsClippedJS = `((f) => {
 
 // visible is the first element matching sel that the layout shows.
 func visible(sel string) string {
-	return fmt.Sprintf(`[...document.querySelectorAll(%q)].find(e => e.getClientRects().length > 0)`, sel)
+	return fmt.Sprintf(`[...document.querySelectorAll(%q)].find(e => e.checkVisibility({visibilityProperty: true}))`, sel)
 }
 
 // inModal is the element matching sel in the open Send an Update dialog.
