@@ -142,7 +142,8 @@ func TestReviewByUpdateInTheBrowser(t *testing.T) {
 	if b.eval(inModal(`[data-testid="update-select-button"]`)+` ? "select" : ""`) != "" {
 		// The worker reports the workflow's updates: pick review from them.
 		b.click("the update name chooser", inModal(`[data-testid="update-select-button"]`))
-		b.click("the review update", fmt.Sprintf(`[...document.querySelectorAll('%s li[role="option"]')].find(o => o.innerText.trim() === %q)`,
+		// An option reads its name, then the handler's description.
+		b.click("the review update", fmt.Sprintf(`[...document.querySelectorAll('%s li[role="option"]')].find(o => o.innerText.trim().split("\n")[0].trim() === %q)`,
 			updateModal, workflows.UpdateReview))
 	} else {
 		b.click("the update name", inModal(`#update-name`))

@@ -83,6 +83,8 @@ func (d *delivery) details() string {
 			b.WriteString(fmt.Sprintf("\n\nIgnored %d decision(s); the last (%s): %s", r.Ignored, via(rec), code(rec.Reason)))
 		}
 	}
+	// Last, where the web UI's details frame may cut it off: it sizes the
+	// frame without the last block's margin.
 	b.WriteString("\n\nThe full record: Queries → `status`.")
 	return b.String()
 }
