@@ -44,6 +44,9 @@ type Request struct {
 	// AcknowledgedRuns are earlier runs a reviewer has seen and, deciding
 	// retry, allowed this run to send past.
 	AcknowledgedRuns []string `json:"acknowledged_runs,omitempty"`
+	// Released: the destination's gate has just released the delivery, so
+	// the attempt reads the gate afresh rather than from a worker's copy.
+	Released bool `json:"released,omitempty"`
 }
 
 // ContractOr is the contract the request runs under: the recorded one, or
@@ -96,8 +99,9 @@ type Hold struct {
 // Gate holds attempts back while a destination is paused or its breaker is
 // open, across every worker; the worker implements it over Temporal.
 type Gate interface {
-	// Admit returns nil when an attempt with this key may be sent now.
-	Admit(ctx context.Context, destination, key string) (*Hold, error)
+	// Admit returns nil when an attempt with this key may be sent now;
+	// fresh reads the gate itself, not a copy.
+	Admit(ctx context.Context, destination, key string, fresh bool) (*Hold, error)
 	// Report tells the destination's breaker what an attempt found.
 	Report(ctx context.Context, destination, key string, out Outcome)
 	// Release tells the deliveries held at the destination to look again.
@@ -264,7 +268,7 @@ func (a *Activities) Attempt(ctx context.Context, req Request) (Outcome, error) 
 	}
 	defer stop()
 	if a.Gate != nil {
-		hold, err := a.Gate.Admit(ctx, req.Destination, req.Key)
+		hold, err := a.Gate.Admit(ctx, req.Destination, req.Key, req.Released)
 		if err != nil {
 			// Not knowing is not a reason to send: look again soon.
 			hold = &Hold{State: "circuit_open", Reason: "the destination's gate could not be read: " + err.Error(), Until: time.Now().Add(10 * time.Second)}

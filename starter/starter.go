@@ -427,15 +427,20 @@ type Delivery struct {
 	Operation   string    `json:"operation"`
 	BusinessID  string    `json:"business_id"`
 	State       string    `json:"state"`
-	Started     time.Time `json:"started"`
-	WorkflowID  string    `json:"workflow_id"`
+	// Held, for a paused or circuit_open delivery, is why it waits, as
+	// its destination's gate says now.
+	Held       string    `json:"held,omitempty"`
+	Started    time.Time `json:"started"`
+	WorkflowID string    `json:"workflow_id"`
 }
 
 // ListStates are the states a listing can filter on: CourierState is
-// published when a delivery starts (delivering), parks (awaiting_review)
-// and finishes (its status). Retry waits and lookups show as delivering.
+// published when a delivery starts (delivering), is held at its
+// destination (paused, circuit_open), parks (awaiting_review) and finishes
+// (its status). Retry waits and lookups show as delivering.
 var ListStates = []string{
-	string(workflows.StateDelivering), string(workflows.StateAwaitingReview),
+	string(workflows.StateDelivering), string(workflows.StatePaused), string(workflows.StateCircuitOpen),
+	string(workflows.StateAwaitingReview),
 	string(workflows.StatusCreated), string(workflows.StatusDuplicate), string(workflows.StatusConflict),
 	string(workflows.StatusRejected), string(workflows.StatusAttemptLimit),
 	string(workflows.StatusDeliveredByReview), string(workflows.StatusAbandoned),
@@ -497,13 +502,34 @@ func (s *Client) List(ctx context.Context, o ListOptions) ([]Delivery, error) {
 				WorkflowID: e.GetExecution().GetWorkflowId(),
 			})
 			if o.Limit > 0 && len(out) == o.Limit {
-				return out, nil
+				return s.withHolds(ctx, out), nil
 			}
 		}
 		if token = resp.NextPageToken; len(token) == 0 {
-			return out, nil
+			return s.withHolds(ctx, out), nil
 		}
 	}
+}
+
+// withHolds says why each held delivery waits, from its destination's gate.
+func (s *Client) withHolds(ctx context.Context, ds []Delivery) []Delivery {
+	why := map[string]string{}
+	for i, d := range ds {
+		if d.State != string(workflows.StatePaused) && d.State != string(workflows.StateCircuitOpen) {
+			continue
+		}
+		reason, ok := why[d.Destination]
+		if !ok {
+			if g, err := s.Destination(ctx, d.Destination); err == nil {
+				if h, _ := g.Hold(time.Now()); h != nil {
+					reason = strings.ReplaceAll(h.State, "_", " ") + ": " + h.Reason
+				}
+			}
+			why[d.Destination] = reason
+		}
+		ds[i].Held = reason
+	}
+	return ds
 }
 
 // Summary is the web UI's one-line summary of a delivery.

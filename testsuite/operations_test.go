@@ -60,7 +60,12 @@ func (s *opsStack) on(t *testing.T) *opsStack {
 
 func newOpsStack(t *testing.T, modes map[string]sandbox.Mode) *opsStack {
 	t.Helper()
-	tmp := sharedServer(t)
+	return newOpsStackOn(t, sharedServer(t), modes)
+}
+
+// newOpsStackOn is an operations stack on a server of the test's own.
+func newOpsStackOn(t *testing.T, tmp *lab.Temporal, modes map[string]sandbox.Mode) *opsStack {
+	t.Helper()
 	dir := t.TempDir()
 	sb, err := lab.StartSandbox(filepath.Join(dir, lab.SandboxDB), "", modes)
 	require.NoError(t, err)
@@ -101,13 +106,19 @@ func (s *opsStack) startWorker() *lab.Worker {
 	require.NoError(t, err)
 	defer log.Close() // the process has its own copy
 	w, err := lab.StartWorker(context.Background(), lab.WorkerOptions{
-		Courier: courierPath(t), Destinations: s.file, Temporal: s.temporal, Args: []string{"--log-level", "warn"}, Log: log,
+		Courier: courierPath(t), Destinations: s.file, Temporal: s.temporal, Args: []string{"--log-level", "info"}, Log: log,
 	})
 	if err != nil {
 		b, _ := os.ReadFile(log.Name())
 		t.Fatalf("%v:\n%s", err, b)
 	}
 	t.Cleanup(w.Kill)
+	t.Cleanup(func() {
+		if t.Failed() {
+			b, _ := os.ReadFile(log.Name())
+			t.Logf("worker %d's log, the end:\n%s", w.PID(), b[max(0, len(b)-8<<10):])
+		}
+	})
 	return w
 }
 

@@ -127,8 +127,12 @@ func ReadGate(ctx context.Context, c client.Client, dc converter.DataConverter, 
 }
 
 // Admit says whether an attempt may be sent now; see activities.Gate.
-func (g *Gate) Admit(ctx context.Context, dest, key string) (*activities.Hold, error) {
-	st, err := g.State(ctx, dest, gateFresh)
+func (g *Gate) Admit(ctx context.Context, dest, key string, fresh bool) (*activities.Hold, error) {
+	maxAge := gateFresh
+	if fresh {
+		maxAge = 0
+	}
+	st, err := g.State(ctx, dest, maxAge)
 	if err != nil || st == nil {
 		return nil, err
 	}
@@ -200,7 +204,7 @@ func (g *Gate) Release(ctx context.Context, dest string) error {
 	if err != nil {
 		return err
 	}
-	query := HeldQuery(dest)
+	query := workflows.HeldQuery(dest)
 	_, err = g.c.WorkflowService().StartBatchOperation(ctx, &workflowservice.StartBatchOperationRequest{
 		Namespace: g.namespace, JobId: "release-" + dest + "-" + uuid.NewString()[:8],
 		VisibilityQuery: query, Reason: "courier: " + dest + " may be sent to again",
@@ -214,13 +218,6 @@ func (g *Gate) Release(ctx context.Context, dest string) error {
 	}
 	g.log.Info("releasing held deliveries", "destination", dest, "query", query, "per_second", rps)
 	return nil
-}
-
-// HeldQuery finds the deliveries held at a destination.
-func HeldQuery(dest string) string {
-	return fmt.Sprintf(`WorkflowType = %q AND ExecutionStatus = "Running" AND %s = %q AND %s IN (%q, %q)`,
-		workflows.WorkflowType, workflows.SADestination.GetName(), dest, workflows.SAState.GetName(),
-		workflows.StatePaused, workflows.StateCircuitOpen)
 }
 
 // watch refreshes every destination's state for the gauge until ctx ends.

@@ -103,7 +103,8 @@ type delivery struct {
 	// held is why the delivery waits at a paused or broken destination;
 	// released is set by the gate's release signal; heldFor is the time
 	// spent held, which the deadline does not count.
-	held     *activities.Hold
+	held *activities.Hold
+	// released stays set until the next attempt has carried it.
 	released bool
 	heldFor  time.Duration
 	holds    int
@@ -470,7 +471,9 @@ func (d *delivery) attempt(ctx workflow.Context) activities.Outcome {
 	ctx = d.atDestination(ctx, &temporal.RetryPolicy{MaximumAttempts: 1}, d.attemptSummary(n))
 	started := workflow.Now(ctx)
 	var out activities.Outcome
-	err := workflow.ExecuteActivity(ctx, a.Attempt, d.request(ctx, n)).Get(ctx, &out)
+	req := d.request(ctx, n)
+	d.released = false
+	err := workflow.ExecuteActivity(ctx, a.Attempt, req).Get(ctx, &out)
 	var appErr *temporal.ApplicationError
 	switch {
 	case errors.As(err, &appErr) && appErr.Type() == activities.ErrUnknownDestination:
@@ -519,6 +522,7 @@ func (d *delivery) request(ctx workflow.Context, n int) activities.Request {
 		Contract:         d.recorded(),
 		FirstRun:         d.startedFirst && info.OriginalRunID == info.WorkflowExecution.RunID,
 		AcknowledgedRuns: d.acknowledged,
+		Released:         d.released,
 	}
 }
 

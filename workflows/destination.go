@@ -407,21 +407,22 @@ func (g *gate) publish(ctx workflow.Context, from string) error {
 	g.logger(ctx).Warn("destination gate changed", "from", from, "to", g.s.State, "by", t.By, "why", t.Why)
 	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"destination": g.s.Name, "state": g.s.State}).
 		Counter(MetricGateTransitions).Inc(1)
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: time.Minute,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 2 * time.Second, MaximumInterval: time.Minute, MaximumAttempts: 10},
-	})
 	switch {
 	case g.s.State == GateOpen:
-		actx = workflow.WithActivityOptions(actx, workflow.ActivityOptions{Summary: "notify: breaker open at " + g.s.Name,
-			StartToCloseTimeout: 30 * time.Second, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 5, InitialInterval: 2 * time.Second}})
-		workflow.ExecuteActivity(actx, a.NotifyGate, activities.GateNotice{
-			Destination: g.s.Name, State: g.s.State, Since: g.s.Since, Why: t.Why,
-		}) // told beside the gate's work: a notifier that is down holds nothing back
+		// Told beside the gate's work: a notifier that is down holds nothing back.
+		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: 30 * time.Second, Summary: "notify: breaker open at " + g.s.Name,
+			RetryPolicy: &temporal.RetryPolicy{InitialInterval: 2 * time.Second, MaximumInterval: time.Minute, MaximumAttempts: 5},
+		})
+		workflow.ExecuteActivity(actx, a.NotifyGate, activities.GateNotice{Destination: g.s.Name, State: g.s.State, Since: g.s.Since, Why: t.Why})
 	case g.s.State == GateClosed || from == GatePaused:
-		// Released at the destination's pace, by one batch signal; those
-		// still held (an open breaker) are told so at their next look.
-		actx = workflow.WithActivityOptions(actx, workflow.ActivityOptions{Summary: "release the deliveries held at " + g.s.Name})
+		// One batch signal; the attempts it lets go then run at the
+		// destination's rate limit (its task queue's). Those still held (an
+		// open breaker) are told so at their next look.
+		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: time.Minute, Summary: "release the deliveries held at " + g.s.Name,
+			RetryPolicy: &temporal.RetryPolicy{InitialInterval: 2 * time.Second, MaximumInterval: time.Minute, MaximumAttempts: 10},
+		})
 		if err := workflow.ExecuteActivity(actx, a.ReleaseHeld, g.s.Name).Get(ctx, nil); err != nil {
 			// The held deliveries look again on their own timers.
 			g.logger(ctx).Error("releasing held deliveries failed", "error", err)

@@ -121,5 +121,12 @@ func DeliverUpdateID(fingerprint string, epoch int) string {
 // DestinationWorkflowID is the ID of a destination's gate.
 func DestinationWorkflowID(name string) string { return DestinationIDPrefix + name }
 
+// HeldQuery is the visibility query for the deliveries held at a
+// destination (paused, or its breaker open).
+func HeldQuery(dest string) string {
+	return fmt.Sprintf(`WorkflowType = %q AND ExecutionStatus = "Running" AND %s = %q AND %s IN (%q, %q)`,
+		WorkflowType, SADestination.GetName(), dest, SAState.GetName(), StatePaused, StateCircuitOpen)
+}
+
 // WorkflowID is the ID of the delivery with this key.
 func WorkflowID(key string) string { return WorkflowIDPrefix + key }

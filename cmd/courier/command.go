@@ -40,7 +40,7 @@ var exitStatuses = [...]string{
 	codeAwaiting:     "awaiting review: the outcome is unknown and a person must decide",
 	codeNotDelivered: "not delivered: attempt_limit or abandoned",
 	codeUnknownKey:   "unknown key: no delivery has this key",
-	codeRefused:      "review refused: the delivery is not awaiting review, or the reviewer is not allowed",
+	codeRefused:      "refused: the delivery is not awaiting review, the reviewer is not allowed, or the destination's gate refused the change",
 	codeViolation:    "contract violation (probe): the destination does not do what its contract declares",
 }
 

@@ -80,7 +80,11 @@ func list(ctx context.Context, s *starter.Client, o starter.ListOptions, asJSON 
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY\tSTATE\tDESTINATION\tOPERATION\tBUSINESS ID\tSTARTED")
 	for _, d := range ds {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", d.Key, d.State, d.Destination, d.Operation, d.BusinessID,
+		state := d.State
+		if d.Held != "" {
+			state = d.Held // "paused: <reason>"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", d.Key, state, d.Destination, d.Operation, d.BusinessID,
 			d.Started.Local().Format(time.DateTime))
 	}
 	return tw.Flush()

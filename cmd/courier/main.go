@@ -67,7 +67,7 @@ func newRoot() *cobra.Command {
 	}
 	root.AddCommand(
 		workerCommand(), devCommand(), sandboxCommand(),
-		deliverCommand(), reviewCommand(), statusCommand(), listCommand(), probeCommand(),
+		deliverCommand(), reviewCommand(), statusCommand(), listCommand(), destinationCommand(), probeCommand(),
 		faultlabCommand(), benchCommand(), soakCommand(), codecServerCommand(),
 	)
 	root.SetHelpFunc(help)

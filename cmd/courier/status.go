@@ -1,7 +1,9 @@
 package main
 
 import (
+	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -25,6 +27,9 @@ workflow ID delivery-KEY. The exit status is 0 whatever the delivery's state.`,
 				st, err := s.Status(ctx, key)
 				if err != nil {
 					return startError(err)
+				}
+				if h := st.Hold; h != nil {
+					fmt.Fprintf(os.Stderr, "%s: %s\n", strings.ReplaceAll(h.State, "_", " "), h.Reason)
 				}
 				return printJSON(os.Stdout, st)
 			})

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/abde64c9/courier/starter"
+	"github.com/abde64c9/courier/worker"
+	"github.com/abde64c9/courier/workflows"
+)
+
+func destinationCommand() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "destination pause|resume|status",
+		Short: "pause, resume and inspect a destination's gate",
+		Long: `A destination's gate holds attempts back for every worker: while it is paused by an
+operator, or while its circuit breaker (contract.breaker) is open, nothing is sent to it,
+and its deliveries wait (state paused or circuit_open) without spending attempts or
+deadline. On resume, or when the breaker closes, they are released at the destination's
+rate limit. The gate lives in Temporal (workflow destination-NAME): it holds across worker
+and server restarts.`,
+		Annotations: exits(basicExits...),
+	}
+	c.AddCommand(pauseCommand(), resumeCommand(), destinationStatusCommand())
+	return c
+}
+
+func pauseCommand() *cobra.Command {
+	var r workflows.PauseRequest
+	var until string
+	c := &cobra.Command{
+		Use:   "pause NAME --reason TEXT --by NAME [--until TIME]",
+		Short: "hold every attempt to a destination until it is resumed",
+		Long: `Pauses the destination for every worker. Attempts already under way finish; from the
+moment this command returns no new one is sent, and deliveries to it wait as paused.
+--until ends the pause by itself, at an RFC 3339 time or after a duration.`,
+		Example: `  courier destination pause legacy --reason "maintenance window" --by alice --until 2h
+  courier destination pause legacy --reason "partner outage INC-42" --by alice`,
+		Args:        oneArg("NAME", "the destination's name in the destinations file"),
+		Annotations: exits(codeOK, codeError, codeUsage, codeRefused),
+	}
+	f := c.Flags()
+	f.StringVar(&r.Reason, "reason", "", "why, for the audit trail and every held delivery's details")
+	f.StringVar(&r.By, "by", "", "who is pausing, `name`")
+	f.StringVar(&until, "until", "", "end the pause by itself at this `time` (RFC 3339, or a duration such as 2h)")
+	required(c, "reason", "by")
+	c.RunE = func(c *cobra.Command, args []string) error {
+		if until != "" {
+			t, err := parseUntil(until, time.Now())
+			if err != nil {
+				return usageError("--until: %w", err)
+			}
+			r.Until = t
+		}
+		ctx := c.Context()
+		return withStarter(ctx, func(s *starter.Client) error {
+			st, err := s.Pause(ctx, args[0], r)
+			if err != nil {
+				return gateError(err)
+			}
+			// Workers read the gate at most this old: after it, none sends.
+			time.Sleep(worker.GateFresh)
+			fmt.Fprintf(os.Stderr, "%s paused: no attempt is sent to it now; resume with: courier destination resume %s --by NAME\n", args[0], args[0])
+			return printJSON(os.Stdout, st)
+		})
+	}
+	return c
+}
+
+func resumeCommand() *cobra.Command {
+	var r workflows.ResumeRequest
+	c := &cobra.Command{
+		Use:         "resume NAME --by NAME [--note TEXT]",
+		Short:       "resume a paused destination and release its held deliveries",
+		Example:     `  courier destination resume legacy --by alice --note "maintenance over"`,
+		Args:        oneArg("NAME", "the destination's name in the destinations file"),
+		Annotations: exits(codeOK, codeError, codeUsage, codeRefused),
+	}
+	c.Flags().StringVar(&r.By, "by", "", "who is resuming, `name`")
+	c.Flags().StringVar(&r.Note, "note", "", "why, for the audit trail")
+	required(c, "by")
+	c.RunE = func(c *cobra.Command, args []string) error {
+		ctx := c.Context()
+		return withStarter(ctx, func(s *starter.Client) error {
+			st, err := s.Resume(ctx, args[0], r)
+			if err != nil {
+				return gateError(err)
+			}
+			fmt.Fprintf(os.Stderr, "%s is %s; held deliveries are released at its rate limit\n", args[0], st.State)
+			return printJSON(os.Stdout, st)
+		})
+	}
+	return c
+}
+
+func destinationStatusCommand() *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "status [NAME]",
+		Short: "print destinations' gates: state, since when, why, held deliveries, recent attempts",
+		Long: `Prints the gate of NAME, or of every destination that has one (paused once, or whose
+breaker tripped once): its state (closed, open, half_open, paused), since when and why,
+how many deliveries wait on it, and the classes of the latest attempts reported to it.`,
+		Example:     "  courier destination status\n  courier destination status legacy --json",
+		Args:        cobra.MaximumNArgs(1),
+		Annotations: exits(basicExits...),
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON instead of a table")
+	c.RunE = func(c *cobra.Command, args []string) error {
+		ctx := c.Context()
+		return withStarter(ctx, func(s *starter.Client) error {
+			names := args
+			if len(names) == 0 {
+				var err error
+				if names, err = s.Destinations(ctx); err != nil {
+					return err
+				}
+			}
+			out := make([]starter.DestinationStatus, 0, len(names))
+			for _, n := range names {
+				st, err := s.Destination(ctx, n)
+				if err != nil {
+					return err
+				}
+				out = append(out, st)
+			}
+			if asJSON {
+				return printJSON(os.Stdout, out)
+			}
+			return printGates(out)
+		})
+	}
+	return c
+}
+
+func printGates(gates []starter.DestinationStatus) error {
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "DESTINATION\tSTATE\tSINCE\tHELD\tWHY\tRECENT")
+	for _, g := range gates {
+		why := ""
+		if n := len(g.Transitions); n > 0 {
+			t := g.Transitions[n-1]
+			why = t.Why + " (" + t.By + ")"
+		}
+		recent := make([]string, len(g.Recent))
+		for i, r := range g.Recent {
+			recent[i] = string(r.Class)
+		}
+		since := "-"
+		if !g.Since.IsZero() {
+			since = g.Since.Local().Format(time.DateTime)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", g.Name, g.State, since, g.Held, why, strings.Join(recent, ","))
+	}
+	return tw.Flush()
+}
+
+// parseUntil reads an RFC 3339 time, or a duration from now.
+func parseUntil(s string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		if d <= 0 {
+			return time.Time{}, fmt.Errorf("%q is not in the future", s)
+		}
+		return now.Add(d), nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time (2026-12-01T14:00:00Z) nor a duration (2h)", s)
+	}
+	return t, nil
+}
+
+func gateError(err error) error {
+	var refused *starter.GateRefusedError
+	if errors.As(err, &refused) {
+		return &exitError{code: codeRefused, err: err}
+	}
+	return err
+}

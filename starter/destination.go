@@ -1,0 +1,128 @@
+package starter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/abde64c9/courier/workflows"
+)
+
+// GateRefusedError is a pause or resume the destination's gate refused,
+// with its reason; nothing changed.
+type GateRefusedError struct {
+	Destination, Reason string
+}
+
+func (e *GateRefusedError) Error() string {
+	return fmt.Sprintf("destination %s: %s", e.Destination, e.Reason)
+}
+
+// Pause pauses a destination for every worker: from then on no attempt is
+// sent to it, and its deliveries wait, spending no attempts or deadline,
+// until Resume (or r.Until). It starts the destination's gate if it has none.
+func (s *Client) Pause(ctx context.Context, dest string, r workflows.PauseRequest) (workflows.DestinationState, error) {
+	start := s.c.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+		ID: workflows.DestinationWorkflowID(dest), TaskQueue: workflows.TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		StaticSummary:            "gate of destination " + dest,
+	}, workflows.DestinationWorkflowType, workflows.DestinationInput{Name: dest})
+	h, err := s.c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: start,
+		UpdateOptions: client.UpdateWorkflowOptions{
+			WorkflowID: workflows.DestinationWorkflowID(dest), UpdateName: workflows.UpdatePause,
+			Args: []any{r}, WaitForStage: client.WorkflowUpdateStageCompleted,
+		},
+	})
+	return s.gateAnswer(ctx, dest, h, err)
+}
+
+// Resume resumes a paused destination; the gate then releases its held
+// deliveries at the destination's rate limit.
+func (s *Client) Resume(ctx context.Context, dest string, r workflows.ResumeRequest) (workflows.DestinationState, error) {
+	h, err := s.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: workflows.DestinationWorkflowID(dest), UpdateName: workflows.UpdateResume,
+		Args: []any{r}, WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return workflows.DestinationState{}, &GateRefusedError{dest, "it is not paused (it has no gate)"}
+	}
+	return s.gateAnswer(ctx, dest, h, err)
+}
+
+func (s *Client) gateAnswer(ctx context.Context, dest string, h client.WorkflowUpdateHandle, err error) (workflows.DestinationState, error) {
+	var st workflows.DestinationState
+	if err == nil {
+		err = h.Get(ctx, &st)
+	}
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) && app.Type() == workflows.ErrInvalidGateChange {
+		return st, &GateRefusedError{dest, app.Message()}
+	}
+	if err != nil {
+		return st, fmt.Errorf("destination %s: %w", dest, err)
+	}
+	return st, nil
+}
+
+// DestinationStatus is a destination's gate and what waits on it.
+type DestinationStatus struct {
+	workflows.DestinationState
+	// Held counts the deliveries waiting on it (visibility lags a moment).
+	Held int64 `json:"held"`
+}
+
+// Destination reads a destination's gate; one that never had one is closed.
+func (s *Client) Destination(ctx context.Context, dest string) (DestinationStatus, error) {
+	out := DestinationStatus{DestinationState: workflows.DestinationState{
+		Name: dest, State: workflows.GateClosed, Breaker: workflows.Breaker{State: workflows.GateClosed}}}
+	v, err := s.c.QueryWorkflow(ctx, workflows.DestinationWorkflowID(dest), "", workflows.QueryGate)
+	var nf *serviceerror.NotFound
+	switch {
+	case errors.As(err, &nf):
+	case err != nil:
+		return out, fmt.Errorf("read the gate of %s: %w", dest, err)
+	default:
+		if err := v.Get(&out.DestinationState); err != nil {
+			return out, fmt.Errorf("decode the gate of %s: %w", dest, err)
+		}
+	}
+	n, err := s.c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Query: workflows.HeldQuery(dest)})
+	if err != nil {
+		return out, fmt.Errorf("count the deliveries held at %s: %w", dest, err)
+	}
+	out.Held = n.GetCount()
+	return out, nil
+}
+
+// Destinations lists the destinations that have a gate (paused once, or
+// whose breaker tripped once).
+func (s *Client) Destinations(ctx context.Context) ([]string, error) {
+	var names []string
+	var token []byte
+	for {
+		resp, err := s.c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Query:         fmt.Sprintf(`WorkflowType = %q AND ExecutionStatus = "Running"`, workflows.DestinationWorkflowType),
+			NextPageToken: token,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list destinations' gates: %w", err)
+		}
+		for _, e := range resp.GetExecutions() {
+			names = append(names, strings.TrimPrefix(e.GetExecution().GetWorkflowId(), workflows.DestinationIDPrefix))
+		}
+		if token = resp.GetNextPageToken(); len(token) == 0 {
+			slices.Sort(names)
+			return names, nil
+		}
+	}
+}

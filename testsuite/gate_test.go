@@ -1,0 +1,232 @@
+package testsuite
+
+// A destination that is down: the circuit breaker and an operator's pause
+// hold its attempts back, on a real dev server with real workers, so that
+// an outage spends no delivery's budget and the destination gets its
+// backlog at its declared pace when it is back.
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	sdkpb "go.temporal.io/api/sdk/v1"
+
+	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/devserver"
+	"github.com/abde64c9/courier/internal/lab"
+	"github.com/abde64c9/courier/sandbox"
+	"github.com/abde64c9/courier/starter"
+	"github.com/abde64c9/courier/workflows"
+)
+
+// outage stands in front of a sandbox service: up, it passes requests on;
+// down, it answers 503 (nothing applied) and counts what reached it.
+type outage struct {
+	mu        sync.Mutex
+	down      bool
+	whileDown int
+	srv       *httptest.Server
+}
+
+func newOutage(t *testing.T, target string) *outage {
+	u, err := url.Parse(target)
+	require.NoError(t, err)
+	o := &outage{}
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	o.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		o.mu.Lock()
+		down := o.down
+		if down {
+			o.whileDown++
+		}
+		o.mu.Unlock()
+		if down {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "down for the test", http.StatusServiceUnavailable)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(o.srv.Close)
+	return o
+}
+
+func (o *outage) set(down bool) {
+	o.mu.Lock()
+	o.down = down
+	o.mu.Unlock()
+}
+
+func (o *outage) requestsWhileDown() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.whileDown
+}
+
+// outageLength is how long the breaker test's destination is down:
+// COURIER_OUTAGE (a duration) or 5 minutes.
+func outageLength(t *testing.T) time.Duration {
+	if v := os.Getenv("COURIER_OUTAGE"); v != "" {
+		d, err := time.ParseDuration(v)
+		require.NoError(t, err, "COURIER_OUTAGE")
+		return d
+	}
+	return 5 * time.Minute
+}
+
+// TestBreakerHoldsDuringOutage: a destination answers 503 for the whole
+// outage while 300 deliveries to it start at a steady rate. Its breaker
+// opens after 5 failures; from then on it sees only one probe per
+// cool-down; no delivery spends its budget (5 attempts, 2 minutes) on the
+// outage. When it is back, the next probe closes the breaker and every
+// delivery is created, once, released at the destination's rate limit.
+func TestBreakerHoldsDuringOutage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a five-minute outage")
+	}
+	down := outageLength(t)
+	const n = 300
+	ctx, cancel := context.WithTimeout(context.Background(), down+6*time.Minute)
+	defer cancel()
+	s := newOpsStack(t, map[string]sandbox.Mode{"flaky": sandbox.ModeHonoursKeys})
+	out := newOutage(t, s.sandbox.URL)
+	breaker := &contract.Breaker{Failures: 5, Window: contract.Duration(time.Minute), CoolDown: contract.Duration(20 * time.Second)}
+	d := contract.Destination{Adapter: contract.AdapterHTTP, URL: out.srv.URL + "/flaky/tickets", RateLimit: 20,
+		Contract: contract.Contract{Dedup: contract.DedupKey, Breaker: breaker, Retry: contract.Retry{
+			MaxAttempts: 5, InitialInterval: contract.Duration(time.Second), MaxInterval: contract.Duration(10 * time.Second),
+			AttemptTimeout: contract.Duration(5 * time.Second), Deadline: contract.Duration(2 * time.Minute)}}.WithDefaults()}
+	s.deploy(contract.Config{Destinations: map[string]contract.Destination{"flaky": d}})
+	s.startWorker()
+
+	out.set(true)
+	began := time.Now()
+	keys := make([]string, n)
+	for i := range n {
+		// A steady rate over the outage.
+		time.Sleep(time.Until(began.Add(time.Duration(i) * down / n)))
+		h, err := s.starter.Start(ctx, s.input("flaky", "outage-"+strconv.Itoa(i)))
+		require.NoError(t, err)
+		keys[i] = h.Key
+	}
+	time.Sleep(time.Until(began.Add(down)))
+	seen := out.requestsWhileDown()
+	gate, err := s.starter.Destination(ctx, "flaky")
+	require.NoError(t, err)
+	t.Logf("after %s down: %d requests reached it, gate %s, %d deliveries held", down, seen, gate.State, gate.Held)
+	require.NotEqual(t, workflows.GateClosed, gate.State, "the breaker is open (or probing) at the end of the outage")
+	// The failures that opened it, then one probe per cool-down (and a
+	// worker's read of the gate may lag it by a second).
+	probes := int(down/breaker.CoolDown.D()) + 1
+	require.LessOrEqual(t, seen, breaker.Failures+probes+5, "the destination saw more than the breaker's probes")
+
+	out.set(false)
+	back := time.Now()
+	for _, key := range keys {
+		st, err := s.starter.Wait(ctx, key)
+		require.NoError(t, err)
+		require.Contains(t, []workflows.Status{workflows.StatusCreated, workflows.StatusDuplicate}, st.Status,
+			"%s: %+v", key, st.Attempts)
+	}
+	require.Equal(t, n, s.effects("flaky"), "one effect per delivery")
+	recs, err := s.sandbox.Records("flaky")
+	require.NoError(t, err)
+	var first, last time.Time
+	for _, r := range recs {
+		if first.IsZero() || r.CreatedAt.Before(first) {
+			first = r.CreatedAt
+		}
+		if r.CreatedAt.After(last) {
+			last = r.CreatedAt
+		}
+	}
+	rate := float64(n) / max(last.Sub(first).Seconds(), 1)
+	t.Logf("back at %s: all %d created by %s, at %.1f/s (rate limit %g/s)",
+		back.Format(time.TimeOnly), n, last.Sub(back).Round(time.Second), rate, d.RateLimit)
+	require.Less(t, rate, 2*d.RateLimit, "released at the destination's rate limit, not all at once")
+}
+
+// TestPauseHoldsAcrossKillAndRestart: an operator pauses a destination;
+// deliveries to it wait as "paused: <reason>" (status, list, web UI
+// details); its worker is SIGKILLed and the server restarted while paused,
+// and nothing reaches the destination; after resume every delivery is
+// created once.
+func TestPauseHoldsAcrossKillAndRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	tmp, err := lab.StartTemporal(ctx, lab.TemporalOptions{DBFile: filepath.Join(dir, lab.TemporalDB), Logger: testLogger})
+	require.NoError(t, err, devserver.BuildHint)
+	defer tmp.Close()
+	s := newOpsStackOn(t, tmp, map[string]sandbox.Mode{"paused": sandbox.ModeHonoursKeys})
+	retry := contract.Retry{MaxAttempts: 3, AttemptTimeout: contract.Duration(5 * time.Second), Deadline: contract.Duration(30 * time.Second)}
+	d := s.dest("paused", contract.Contract{Dedup: contract.DedupKey, Retry: retry})
+	d.RateLimit = 10
+	s.deploy(contract.Config{Destinations: map[string]contract.Destination{"paused": d}})
+	w := s.startWorker()
+
+	const reason = "partner maintenance INC-7"
+	_, err = s.starter.Pause(ctx, "paused", workflows.PauseRequest{Reason: reason, By: "alice"})
+	require.NoError(t, err)
+	time.Sleep(2 * time.Second) // the workers' read of the gate
+	const n = 20
+	keys := make([]string, n)
+	for i := range n {
+		h, err := s.starter.Start(ctx, s.input("paused", "pause-"+strconv.Itoa(i)))
+		require.NoError(t, err)
+		keys[i] = h.Key
+	}
+	for _, key := range keys {
+		st := s.waitFor(ctx, key, time.Minute, "paused", func(st workflows.DeliveryStatus) bool {
+			return st.State == workflows.StatePaused
+		})
+		require.NotNil(t, st.Hold)
+		require.Contains(t, st.Hold.Reason, reason)
+		require.Empty(t, st.Attempts, "a held attempt is not an attempt")
+	}
+	v, err := s.c.QueryWorkflow(ctx, workflows.WorkflowID(keys[0]), "", "__temporal_workflow_metadata")
+	require.NoError(t, err)
+	var meta sdkpb.WorkflowMetadata
+	require.NoError(t, v.Get(&meta))
+	require.Contains(t, meta.GetCurrentDetails(), "**paused**: "+reason+" (paused by alice)")
+	require.Eventually(t, func() bool {
+		ds, err := s.starter.List(ctx, starter.ListOptions{State: string(workflows.StatePaused), Destination: "paused"})
+		return err == nil && len(ds) == n && ds[0].Held == "paused: "+reason+" (paused by alice)"
+	}, 30*time.Second, 500*time.Millisecond, "courier list shows the held deliveries with the reason")
+
+	// A worker SIGKILLed and the server restarted while paused.
+	w.Kill()
+	tmp.StopServer()
+	require.NoError(t, tmp.Start(ctx))
+	s.startWorker()
+	time.Sleep(20 * time.Second) // past the deadline they would have had
+	require.Empty(t, s.sandbox.Requests("paused"), "nothing is sent while paused")
+	gate, err := s.starter.Destination(ctx, "paused")
+	require.NoError(t, err)
+	require.Equal(t, workflows.GatePaused, gate.State, "the pause outlives the server's restart")
+
+	_, err = s.starter.Resume(ctx, "paused", workflows.ResumeRequest{By: "alice", Note: "maintenance over"})
+	require.NoError(t, err)
+	// Released within seconds, well before a held delivery's own next look.
+	for _, key := range keys {
+		st := s.waitFor(ctx, key, time.Minute, "finished", func(st workflows.DeliveryStatus) bool { return st.Status != "" })
+		require.Equal(t, workflows.StatusCreated, st.Status, "%s: %+v", key, st.Events)
+		require.Len(t, st.Attempts, 1)
+	}
+	require.Equal(t, n, s.effects("paused"))
+	gate, err = s.starter.Destination(ctx, "paused")
+	require.NoError(t, err)
+	require.Equal(t, workflows.GateClosed, gate.State)
+	last := gate.Transitions[len(gate.Transitions)-1]
+	require.Equal(t, "alice", last.By, "who resumed is recorded")
+	require.Contains(t, last.Why, "maintenance over")
+}
