@@ -121,8 +121,9 @@ type BulkPreview struct {
 	matches []BulkMatch
 }
 
-// MaxBulk bounds the deliveries one bulk review decides: Temporal's batch
-// operations take at most this many (frontend.MaxExecutionCountBatchOperationPerNamespace).
+// MaxBulk bounds the deliveries one bulk review decides, and so the statuses
+// it reads back; Temporal documents the same default bound for a batch job
+// (frontend.MaxExecutionCountBatchOperationPerNamespace).
 const MaxBulk = 1000
 
 // statusConcurrency bounds the status queries in flight.
