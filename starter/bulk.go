@@ -321,7 +321,8 @@ type BulkIgnored struct {
 	Reason string `json:"reason"`
 }
 
-// ReviewBulk sends d to every delivery of p and reports how each took it.
+// ReviewBulk sends d to every delivery of p (from PreviewBulk) and reports
+// how each took it.
 // Retry and abandon go as ONE Temporal batch job signalling review (the
 // preview's query, or its executions when the filter read statuses),
 // paced at d.RPS; delivered goes as one validated update per delivery
@@ -428,9 +429,15 @@ func (s *Client) batchSignal(ctx context.Context, p BulkPreview, d BulkDecision,
 		}},
 	}
 	if p.Filter.byStatus() {
-		// The query cannot say it: name the deliveries the statuses chose.
+		// The query cannot say it: name the deliveries the statuses chose,
+		// in the runs that were listed.
+		runs := map[string]string{}
 		for _, m := range p.matches {
-			req.Executions = append(req.Executions, &commonpb.WorkflowExecution{WorkflowId: m.WorkflowID, RunId: m.RunID})
+			runs[m.Key] = m.RunID
+		}
+		for _, k := range p.Keys {
+			//lint:ignore SA1019 Temporal 1.29 reads executions, not target_executions
+			req.Executions = append(req.Executions, &commonpb.WorkflowExecution{WorkflowId: workflows.WorkflowID(k), RunId: runs[k]})
 		}
 	} else {
 		req.VisibilityQuery = p.Query

@@ -236,6 +236,7 @@ func TestReviewAll(t *testing.T) {
 			{retryAll("--parked-before", "yesterday", "--yes"), `--parked-before "yesterday": give an RFC 3339 time`},
 			{retryAll("--query", `CourierState = "created") OR (CourierState = "created"`, "--yes"), "query: a ')' closes more than the query opened"},
 			{retryAll("--resource-ids", "ids.csv", "--yes"), "--resource-ids goes with --decision delivered, not retry"},
+			{retryAll("--query", "NoSuchAttribute = 1", "--yes"), "query: Temporal refused"},
 			{[]string{"review", "--all", "--decision", "retry", "--reviewer", "ops", "--yes"}, "missing flag --note"},
 		} {
 			r := b.run(tc.args...)
