@@ -215,18 +215,20 @@ func (s *Client) statuses(ctx context.Context, keys []string) (map[string]workfl
 	return out, firstErr
 }
 
-// statusRetries bounds how often a status query that timed out is asked
-// again. Right after a batch job, each delivery's query waits for the
-// workflow task its decision queued, behind those of all the others.
+// statusRetries bounds how often a status query that failed is asked
+// again. Right after a batch job the workers are busy with every delivery's
+// decision: a query waits behind them, and may time out or find no poller.
 const statusRetries = 6
 
-// patientStatus is Status, asked again when the query times out.
+// patientStatus is Status, asked again after a pause when the query fails
+// for any other reason than an unknown key.
 func (s *Client) patientStatus(ctx context.Context, key string) (workflows.DeliveryStatus, error) {
 	for try := 1; ; try++ {
 		st, err := s.Status(ctx, key)
-		var timeout *serviceerror.DeadlineExceeded
-		if err == nil || ctx.Err() != nil || try == statusRetries ||
-			!(errors.As(err, &timeout) || errors.Is(err, context.DeadlineExceeded)) {
+		if err == nil || errors.Is(err, ErrUnknownKey) || try == statusRetries {
+			return st, err
+		}
+		if err := sleep(ctx, time.Duration(try)*time.Second); err != nil {
 			return st, err
 		}
 	}
@@ -345,11 +347,13 @@ func (s *Client) ReviewBulk(ctx context.Context, p BulkPreview, d BulkDecision) 
 	}
 	started := time.Now()
 	keys := p.Keys
+	var refused map[string]string
 	if d.Decision == workflows.DecisionDelivered {
 		rep.Via = "updates"
 		keys = slices.DeleteFunc(slices.Clone(keys), func(k string) bool { _, ok := d.ResourceIDs[k]; return !ok })
 		rep.Matched = len(keys)
-		rep.Sent, rep.Failed = s.updateEach(ctx, keys, d, job)
+		refused = s.updateEach(ctx, keys, d, job)
+		rep.Sent, rep.Failed = len(keys)-len(refused), len(refused)
 		rep.SentPerSecond = float64(rep.Sent) / time.Since(started).Seconds()
 	} else {
 		rep.Via = "batch signal"
@@ -366,6 +370,16 @@ func (s *Client) ReviewBulk(ctx context.Context, p BulkPreview, d BulkDecision) 
 		}
 	}
 	count, err := s.CountBatchJob(ctx, job, keys)
+	// A refused update leaves no record in the delivery: its answer says why.
+	count.UnaccountedKeys = slices.DeleteFunc(count.UnaccountedKeys, func(k string) bool {
+		reason, ok := refused[k]
+		if ok {
+			count.Ignored, count.Unaccounted = count.Ignored+1, count.Unaccounted-1
+			count.IgnoredDeliveries = append(count.IgnoredDeliveries, BulkIgnored{Key: k, Reason: reason})
+		}
+		return ok
+	})
+	slices.SortFunc(count.IgnoredDeliveries, func(a, b BulkIgnored) int { return strings.Compare(a.Key, b.Key) })
 	rep.BulkCount = count
 	rep.Seconds = time.Since(started).Seconds()
 	return rep, err
@@ -492,8 +506,9 @@ func sleep(ctx context.Context, d time.Duration) error {
 const updateConcurrency = 8
 
 // updateEach sends d to each delivery by the validated update, paced at
-// rps; a refusal is counted as failed (its reason is the delivery's).
-func (s *Client) updateEach(ctx context.Context, keys []string, d BulkDecision, job string) (sent, failed int) {
+// d.RPS, and returns why each refused one was refused, by key.
+func (s *Client) updateEach(ctx context.Context, keys []string, d BulkDecision, job string) map[string]string {
+	refused := map[string]string{}
 	tick := time.NewTicker(max(time.Duration(float64(time.Second)/d.RPS), time.Microsecond))
 	defer tick.Stop()
 	var mu sync.Mutex
@@ -506,12 +521,10 @@ func (s *Client) updateEach(ctx context.Context, keys []string, d BulkDecision, 
 		mu.Lock()
 		defer mu.Unlock()
 		if err != nil {
-			failed++
-		} else {
-			sent++
+			refused[keys[i]] = err.Error()
 		}
 	})
-	return sent, failed
+	return refused
 }
 
 // CountBatchJob reads each delivery's status and counts how it took the

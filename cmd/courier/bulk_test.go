@@ -160,7 +160,9 @@ func TestReviewAll(t *testing.T) {
 		// Attempts long enough that a loaded machine still reaches the
 		// service: each first attempt is the staged hang-up, nothing else.
 		Destinations: func(url, dir string) (contract.Config, error) {
-			return lab.Destinations(url, filepath.Join(dir, lab.LedgerDB), lab.OutageBudget), nil
+			cfg := lab.Destinations(url, filepath.Join(dir, lab.LedgerDB), lab.OutageBudget)
+			cfg.Reviewers = []string{"ops", "bob"}
+			return cfg, nil
 		},
 	})
 	require.NoError(t, err)
@@ -391,5 +393,61 @@ func TestReviewAll(t *testing.T) {
 		for id := range again {
 			require.Equal(t, 2, after[id], id)
 		}
+	})
+
+	t.Run("decided in between", func(t *testing.T) {
+		b.t = t
+		race := b.park("race", 6)
+		_, tickets := b.effects()
+		abandon := func(id string) {
+			_, err := st.Starter.Review(ctx, race[id], workflows.ReviewDecision{Decision: "abandon", Reviewer: "bob", Note: "by hand"})
+			require.NoError(t, err)
+		}
+		first3 := `CourierBusinessID IN ("race-000", "race-001", "race-002")`
+		// The deliveries themselves check the reviewer: each records the
+		// batch job's decision as ignored, and says why.
+		r := b.run("review", "--all", "--operation", "race", "--query", first3, "--decision", "retry",
+			"--reviewer", "mallory", "--note", "n", "--yes")
+		require.Equal(t, codeRefused, r.code, r.stderr)
+		rep := bulkReport(t, r)
+		require.Equal(t, 3, rep.Ignored)
+		require.Zero(t, rep.Accepted)
+		for _, ig := range rep.IgnoredDeliveries {
+			require.Contains(t, ig.Reason, `reviewer: "mallory" may not review deliveries; allowed: ops, bob`)
+			require.Contains(t, r.stderr, "ignored by "+ig.Key+": reviewer:")
+		}
+		require.Contains(t, r.stderr, "3 deliveries ignored the decision")
+
+		// One decided and finished since the preview holds no record of
+		// the job: the report names it.
+		p, err := st.Starter.PreviewBulk(ctx, starter.BulkFilter{Tenant: "acme", Operation: "race", Query: first3}, 0)
+		require.NoError(t, err)
+		require.Equal(t, 3, p.Matched)
+		abandon("race-000")
+		rep, err = st.Starter.ReviewBulk(ctx, p, starter.BulkDecision{Decision: "retry", Reviewer: "ops", Note: "outage over"})
+		require.NoError(t, err)
+		require.Equal(t, 2, rep.Accepted)
+		require.Zero(t, rep.Ignored)
+		require.Equal(t, []string{race["race-000"]}, rep.UnaccountedKeys)
+
+		// An update to one decided since is refused, and says why.
+		p, err = st.Starter.PreviewBulk(ctx, starter.BulkFilter{Operation: "race",
+			Query: `CourierBusinessID IN ("race-003", "race-004", "race-005")`}, 0)
+		require.NoError(t, err)
+		require.Equal(t, 3, p.Matched)
+		abandon("race-003")
+		ids := map[string]string{}
+		for _, id := range []string{"race-003", "race-004", "race-005"} {
+			ids[race[id]] = tickets[id]
+		}
+		rep, err = st.Starter.ReviewBulk(ctx, p, starter.BulkDecision{Decision: "delivered", Reviewer: "ops", Note: "found them", ResourceIDs: ids})
+		require.NoError(t, err)
+		require.Equal(t, 2, rep.Sent)
+		require.Equal(t, 1, rep.Failed)
+		require.Equal(t, 2, rep.Accepted)
+		require.Equal(t, 1, rep.Ignored)
+		require.Zero(t, rep.Unaccounted)
+		require.Equal(t, race["race-003"], rep.IgnoredDeliveries[0].Key)
+		require.Contains(t, rep.IgnoredDeliveries[0].Reason, "is not awaiting review (state abandoned)")
 	})
 }

@@ -224,8 +224,9 @@ func reviewAll(ctx context.Context, s *starter.Client, b bulkFlags, d starter.Bu
 		fmt.Fprintf(os.Stderr, "%d more deliveries matched the query when the job ran than before; "+
 			"their records are not counted here (courier list --state awaiting_review shows what waits)\n", rep.Sent-rep.Matched)
 	}
-	fmt.Fprintf(os.Stderr, "%d accepted, %d ignored, %d repeats counted once, %d with no record of the job\n",
-		rep.Accepted, rep.Ignored, rep.Repeats, rep.Unaccounted)
+	fmt.Fprintf(os.Stderr, "%d accepted, %d ignored, %d repeats counted once, %d with no record of the job "+
+		"(read from each delivery's status, %.1fs after the job started)\n",
+		rep.Accepted, rep.Ignored, rep.Repeats, rep.Unaccounted, rep.Seconds)
 	for _, ig := range rep.IgnoredDeliveries {
 		fmt.Fprintf(os.Stderr, "  ignored by %s: %s\n", ig.Key, ig.Reason)
 	}
