@@ -134,6 +134,7 @@ const statusConcurrency = 8
 // nothing. Visibility lags the deliveries by a moment.
 func (s *Client) PreviewBulk(ctx context.Context, f BulkFilter, samples int) (BulkPreview, error) {
 	p := BulkPreview{Filter: f, Query: f.VisibilityQuery(), Keys: []string{}, Sample: []BulkMatch{}}
+	samples = max(samples, 0)
 	if err := f.validate(); err != nil {
 		return p, &InvalidRequestError{err}
 	}
