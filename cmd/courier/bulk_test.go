@@ -17,6 +17,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	batchpb "go.temporal.io/api/batch/v1"
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/abde64c9/courier/contract"
@@ -449,5 +452,38 @@ func TestReviewAll(t *testing.T) {
 		require.Zero(t, rep.Unaccounted)
 		require.Equal(t, race["race-003"], rep.IgnoredDeliveries[0].Key)
 		require.Contains(t, rep.IgnoredDeliveries[0].Reason, "is not awaiting review (state abandoned)")
+	})
+
+	t.Run("one batch job at a time", func(t *testing.T) {
+		b.t = t
+		queued := b.park("queued", 2)
+		// Another job runs: Temporal allows one per namespace at a time
+		// (the dev server's default, as production's), so the review waits
+		// for it. This one signals the 200 finished deliveries, which
+		// takes the batcher a few seconds and reaches none.
+		other := &workflowservice.StartBatchOperationRequest{
+			Namespace: st.Temporal.Namespace, JobId: "other-job", Reason: "another operator's job",
+			Operation: &workflowservice.StartBatchOperationRequest_SignalOperation{
+				SignalOperation: &batchpb.BatchOperationSignal{Signal: "unrelated"}},
+		}
+		for _, key := range keys {
+			other.Executions = append(other.Executions, &commonpb.WorkflowExecution{WorkflowId: workflows.WorkflowID(key)})
+		}
+		svc := st.Temporal.Client().WorkflowService()
+		_, err := svc.StartBatchOperation(ctx, other)
+		require.NoError(t, err)
+		running, err := svc.DescribeBatchOperation(ctx, &workflowservice.DescribeBatchOperationRequest{Namespace: st.Temporal.Namespace, JobId: "other-job"})
+		require.NoError(t, err)
+		require.Equal(t, enumspb.BATCH_OPERATION_STATE_RUNNING, running.GetState())
+		r := b.run(retryAll("--operation", "queued", "--yes")...)
+		desc, err := svc.DescribeBatchOperation(ctx, &workflowservice.DescribeBatchOperationRequest{Namespace: st.Temporal.Namespace, JobId: "other-job"})
+		require.NoError(t, err)
+		require.Equal(t, codeOK, r.code, r.stderr)
+		rep := bulkReport(t, r)
+		require.Equal(t, len(queued), rep.Accepted)
+		started, err := svc.DescribeBatchOperation(ctx, &workflowservice.DescribeBatchOperationRequest{Namespace: st.Temporal.Namespace, JobId: rep.JobID})
+		require.NoError(t, err)
+		require.False(t, started.GetStartTime().AsTime().Before(desc.GetCloseTime().AsTime()),
+			"the review's job started after the other closed")
 	})
 }
