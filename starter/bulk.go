@@ -197,12 +197,8 @@ func keysOf(ms []BulkMatch) []string {
 // awaiting review no longer, or gone, is left out.
 func (s *Client) statuses(ctx context.Context, keys []string) (map[string]workflows.DeliveryStatus, error) {
 	out := make(map[string]workflows.DeliveryStatus, len(keys))
-	var mu sync.Mutex
 	var firstErr error
-	each(len(keys), statusConcurrency, func(i int) {
-		st, err := s.patientStatus(ctx, keys[i])
-		mu.Lock()
-		defer mu.Unlock()
+	s.eachStatus(ctx, keys, func(key string, st workflows.DeliveryStatus, err error) {
 		switch {
 		case errors.Is(err, ErrUnknownKey):
 		case err != nil:
@@ -210,7 +206,7 @@ func (s *Client) statuses(ctx context.Context, keys []string) (map[string]workfl
 				firstErr = err
 			}
 		case st.State == workflows.StateAwaitingReview && st.Review != nil:
-			out[keys[i]] = st
+			out[key] = st
 		}
 	})
 	return out, firstErr
@@ -233,6 +229,18 @@ func (s *Client) patientStatus(ctx context.Context, key string) (workflows.Deliv
 			return st, err
 		}
 	}
+}
+
+// eachStatus reads each delivery's status, a few at a time, and hands it
+// to f, one call at a time.
+func (s *Client) eachStatus(ctx context.Context, keys []string, f func(key string, st workflows.DeliveryStatus, err error)) {
+	var mu sync.Mutex
+	each(len(keys), statusConcurrency, func(i int) {
+		st, err := s.patientStatus(ctx, keys[i])
+		mu.Lock()
+		defer mu.Unlock()
+		f(keys[i], st, err)
+	})
 }
 
 // each runs f(0..n-1), at most limit at a time.
@@ -533,18 +541,14 @@ func (s *Client) updateEach(ctx context.Context, keys []string, d BulkDecision, 
 // record of it at all.
 func (s *Client) CountBatchJob(ctx context.Context, job string, keys []string) (BulkCount, error) {
 	c := BulkCount{IgnoredDeliveries: []BulkIgnored{}}
-	var mu sync.Mutex
 	var firstErr error
-	each(len(keys), statusConcurrency, func(i int) {
-		st, err := s.patientStatus(ctx, keys[i])
-		mu.Lock()
-		defer mu.Unlock()
+	s.eachStatus(ctx, keys, func(key string, st workflows.DeliveryStatus, err error) {
 		if err != nil {
 			if firstErr == nil && !errors.Is(err, ErrUnknownKey) {
 				firstErr = err
 			}
 			c.Unaccounted++
-			c.UnaccountedKeys = append(c.UnaccountedKeys, keys[i])
+			c.UnaccountedKeys = append(c.UnaccountedKeys, key)
 			return
 		}
 		var accepted, ignored *workflows.ReviewRecord
@@ -565,10 +569,10 @@ func (s *Client) CountBatchJob(ctx context.Context, job string, keys []string) (
 			c.Repeats += accepted.Repeats
 		case ignored != nil:
 			c.Ignored++
-			c.IgnoredDeliveries = append(c.IgnoredDeliveries, BulkIgnored{Key: keys[i], Reason: ignored.Reason})
+			c.IgnoredDeliveries = append(c.IgnoredDeliveries, BulkIgnored{Key: key, Reason: ignored.Reason})
 		default:
 			c.Unaccounted++
-			c.UnaccountedKeys = append(c.UnaccountedKeys, keys[i])
+			c.UnaccountedKeys = append(c.UnaccountedKeys, key)
 		}
 	})
 	slices.SortFunc(c.IgnoredDeliveries, func(a, b BulkIgnored) int { return strings.Compare(a.Key, b.Key) })
