@@ -79,6 +79,37 @@ type Outcome struct {
 	Terms *Terms `json:"terms,omitempty"`
 	// EarlierRuns, with class earlier_run, are the runs that stopped it.
 	EarlierRuns []EarlierRun `json:"earlier_runs,omitempty"`
+	// Hold, with class held, is why nothing was sent.
+	Hold *Hold `json:"hold,omitempty"`
+}
+
+// Hold is why an attempt was not sent: its destination is paused or its
+// breaker open.
+type Hold struct {
+	State  string    `json:"state"` // paused or circuit_open, the delivery's state while held
+	Reason string    `json:"reason"`
+	Since  time.Time `json:"since"`
+	// Until is when to look again; zero: when released.
+	Until time.Time `json:"until,omitzero"`
+}
+
+// Gate holds attempts back while a destination is paused or its breaker is
+// open, across every worker; the worker implements it over Temporal.
+type Gate interface {
+	// Admit returns nil when an attempt with this key may be sent now.
+	Admit(ctx context.Context, destination, key string) (*Hold, error)
+	// Report tells the destination's breaker what an attempt found.
+	Report(ctx context.Context, destination, key string, out Outcome)
+	// Release tells the deliveries held at the destination to look again.
+	Release(ctx context.Context, destination string) error
+}
+
+// GateNotice tells the notifier that a destination's gate changed.
+type GateNotice struct {
+	Destination string    `json:"destination"`
+	State       string    `json:"state"`
+	Since       time.Time `json:"since"`
+	Why         string    `json:"why"`
 }
 
 // Terms are what a delivery takes from the worker's destinations file once,
@@ -120,10 +151,21 @@ type Found struct {
 
 // Reminder asks reviewers again about a parked delivery.
 type Reminder struct {
-	Key         string    `json:"key"`
-	Destination string    `json:"destination"`
-	Since       time.Time `json:"since"`
-	Evidence    string    `json:"evidence"`
+	Key         string `json:"key"`
+	Destination string `json:"destination"`
+	// Number is 0 when the delivery has just parked, then 1, 2, ... for
+	// each reminder.
+	Number     int    `json:"number,omitempty"`
+	Tenant     string `json:"tenant,omitempty"`
+	Operation  string `json:"operation,omitempty"`
+	BusinessID string `json:"business_id,omitempty"`
+	WorkflowID string `json:"workflow_id,omitempty"`
+	// Namespace is filled in by the activity.
+	Namespace string    `json:"namespace,omitempty"`
+	Since     time.Time `json:"since"`
+	// Reason is why it waits, in one line; Evidence, in full.
+	Reason   string `json:"reason,omitempty"`
+	Evidence string `json:"evidence"`
 }
 
 // Adapter delivers to one destination.
@@ -149,8 +191,20 @@ type Activities struct {
 	// is stopping; then it is cut short and reports what it knows (sent or
 	// not) before the worker exits. Keep it under the worker's stop timeout.
 	StopGrace time.Duration
+	// Notifiers are told of parked deliveries, by destination; a
+	// destination without one is only logged.
+	Notifiers map[string]Notifier
+	// Gate, when set, holds attempts back at paused or broken destinations.
+	Gate Gate
 	// OnReminder, when set, is told about each review reminder (metrics, paging).
 	OnReminder func(Reminder)
+}
+
+// Notifier tells people that a delivery waits for their review, or that a
+// destination's breaker opened.
+type Notifier interface {
+	Notify(ctx context.Context, r Reminder) error
+	NotifyGate(ctx context.Context, n GateNotice) error
 }
 
 // HeartbeatTimeout is how soon Temporal declares an attempt lost when its
@@ -209,11 +263,25 @@ func (a *Activities) Attempt(ctx context.Context, req Request) (Outcome, error) 
 		return Outcome{}, err
 	}
 	defer stop()
+	if a.Gate != nil {
+		hold, err := a.Gate.Admit(ctx, req.Destination, req.Key)
+		if err != nil {
+			// Not knowing is not a reason to send: look again soon.
+			hold = &Hold{State: "circuit_open", Reason: "the destination's gate could not be read: " + err.Error(), Until: time.Now().Add(10 * time.Second)}
+		}
+		if hold != nil {
+			activity.GetLogger(ctx).Info("attempt held", "key", req.Key, "destination", req.Destination, "state", hold.State, "reason", hold.Reason)
+			return Outcome{Class: contract.ClassHeld, Hold: hold, Error: "not sent: " + hold.Reason, Terms: current}, nil
+		}
+	}
 	ctx, cancel := a.cutShortOnStop(ctx)
 	defer cancel()
 	out, checked := a.guard(ctx, req)
 	if checked {
 		out = ad.Deliver(ctx, req)
+		if a.Gate != nil {
+			a.Gate.Report(ctx, req.Destination, req.Key, out)
+		}
 	}
 	out.Terms = current
 	activity.GetLogger(ctx).Info("attempt finished",
@@ -340,12 +408,36 @@ func (a *Activities) ResolveTerms(_ context.Context, destination string) (Terms,
 	return a.terms(destination), nil
 }
 
-// RemindReview tells operators that a delivery still waits for a decision.
+// RemindReview tells operators that a delivery waits for a decision: it
+// logs, and tells the destination's notifier, if any.
 func (a *Activities) RemindReview(ctx context.Context, r Reminder) error {
 	activity.GetLogger(ctx).Warn("delivery awaiting review",
-		"key", r.Key, "destination", r.Destination, "since", r.Since, "evidence", r.Evidence)
+		"key", r.Key, "destination", r.Destination, "reminder", r.Number, "since", r.Since, "evidence", r.Evidence)
 	if a.OnReminder != nil {
 		a.OnReminder(r)
 	}
+	n, ok := a.Notifiers[r.Destination]
+	if !ok {
+		return nil
+	}
+	r.Namespace = activity.GetInfo(ctx).WorkflowNamespace
+	return n.Notify(ctx, r)
+}
+
+// NotifyGate tells the destination's notifier, if any, that its gate
+// changed (its breaker opened).
+func (a *Activities) NotifyGate(ctx context.Context, n GateNotice) error {
+	activity.GetLogger(ctx).Warn("destination gate changed", "destination", n.Destination, "state", n.State, "why", n.Why)
+	if nt, ok := a.Notifiers[n.Destination]; ok {
+		return nt.NotifyGate(ctx, n)
+	}
 	return nil
+}
+
+// ReleaseHeld tells the deliveries held at a destination to look again.
+func (a *Activities) ReleaseHeld(ctx context.Context, destination string) error {
+	if a.Gate == nil {
+		return nil
+	}
+	return a.Gate.Release(ctx, destination)
 }

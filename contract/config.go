@@ -26,6 +26,13 @@ type Destination struct {
 	URL       string `json:"url,omitempty"`
 	LookupURL string `json:"lookup_url,omitempty"`
 	Auth      *Auth  `json:"auth,omitempty"`
+	// The destination's dialect (see dialect.go); left out: Courier's own.
+	Method  string            `json:"method,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
+	Body    *Body             `json:"body,omitempty"`
+	Receipt *ReceiptSpec      `json:"receipt,omitempty"`
+	Rules   []Rule            `json:"rules,omitempty"`
+	TLS     *TLS              `json:"tls,omitempty"`
 
 	// sql
 	Driver string `json:"driver,omitempty"` // sqlite or pgx
@@ -36,12 +43,17 @@ type Destination struct {
 	// across all workers (a task queue of its own with a server-side limit).
 	RateLimit float64 `json:"rate_limit,omitempty"`
 
+	// Notifier, when set, is told of this destination's parked deliveries
+	// instead of the file's notifier.
+	Notifier *Notifier `json:"notifier,omitempty"`
+
 	Contract Contract `json:"contract"`
 }
 
 // Auth names where a destination's credential lives on the worker; the
 // credential itself never enters config, workflow input or history.
 type Auth struct {
+	Kind       string `json:"kind,omitempty"`   // header (default) or standard-webhooks
 	Header     string `json:"header"`           // e.g. Authorization
 	Scheme     string `json:"scheme,omitempty"` // e.g. Bearer
 	SecretEnv  string `json:"secret_env,omitempty"`
@@ -55,6 +67,9 @@ type Config struct {
 	// authenticate who sends a signal or update, so the workflow checks the
 	// name it is given against this list. Empty: anyone who can signal.
 	Reviewers []string `json:"reviewers,omitempty"`
+	// Notifier, when set, is told when a delivery parks for review and at
+	// each reminder.
+	Notifier *Notifier `json:"notifier,omitempty"`
 }
 
 // Names lists the destinations in a stable order.
@@ -106,11 +121,16 @@ func Parse(b []byte) (Config, error) {
 		return Config{}, errors.New(`no destinations: the file needs {"destinations": {"name": {...}}}`)
 	}
 	var errs []error
+	if cfg.Notifier != nil {
+		if err := cfg.Notifier.validate(); err != nil {
+			errs = append(errs, fmt.Errorf("notifier (line %d): %w", lineOfKey(b, "notifier"), prefixed("notifier.", err)))
+		}
+	}
 	for _, name := range cfg.Names() {
 		d := cfg.Destinations[name]
 		d.Contract = d.Contract.WithDefaults()
 		cfg.Destinations[name] = d
-		if err := d.validate(); err != nil {
+		if err := errors.Join(d.validate(), d.validateDialect(ruleLines(b, name))); err != nil {
 			errs = append(errs, fmt.Errorf("destination %q (line %d): %w", name, lineOfKey(b, name), err))
 		}
 	}
@@ -145,13 +165,11 @@ func (d Destination) validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("adapter: %q unknown; use http or sql", d.Adapter))
 	}
-	if a := d.Auth; a != nil {
-		if a.Header == "" {
-			errs = append(errs, errors.New("auth.header: required"))
-		}
-		if (a.SecretEnv == "") == (a.SecretFile == "") {
-			errs = append(errs, errors.New("auth: set exactly one of secret_env or secret_file"))
-		}
+	if d.Auth != nil {
+		errs = append(errs, d.Auth.validate("auth"))
+	}
+	if d.Notifier != nil {
+		errs = append(errs, prefixed("notifier.", d.Notifier.validate()))
 	}
 	if d.RateLimit < 0 {
 		errs = append(errs, errors.New("rate_limit: must not be negative"))
@@ -160,6 +178,28 @@ func (d Destination) validate() error {
 		errs = append(errs, prefixed("contract.", err))
 	}
 	return errors.Join(errs...)
+}
+
+// validate checks the auth block named field (e.g. auth).
+func (a *Auth) validate(field string) error {
+	var errs []error
+	if a.Header == "" && a.Kind != AuthStandardWebhooks {
+		errs = append(errs, fmt.Errorf("%s.header: required", field))
+	}
+	if (a.SecretEnv == "") == (a.SecretFile == "") {
+		errs = append(errs, fmt.Errorf("%s: set exactly one of secret_env or secret_file", field))
+	}
+	return errors.Join(errs...)
+}
+
+// HeaderValue is the credential as its header carries it: the scheme, if
+// any, then the secret.
+func (a *Auth) HeaderValue() (string, error) {
+	secret, err := a.Secret()
+	if err != nil || a.Scheme == "" {
+		return secret, err
+	}
+	return a.Scheme + " " + secret, nil
 }
 
 // Secret reads the destination's credential from the worker's environment or
@@ -184,6 +224,9 @@ func (a *Auth) Secret() (string, error) {
 }
 
 func prefixed(prefix string, err error) error {
+	if err == nil {
+		return nil
+	}
 	var errs []error
 	for _, line := range strings.Split(err.Error(), "\n") {
 		errs = append(errs, errors.New(prefix+line))

@@ -75,6 +75,14 @@ func TestParseBad(t *testing.T) {
 		{"secret source", `{"destinations": {"x": {"adapter": "http", "url": "u", "auth": {"header": "A"},
   "contract": {"dedup": "none", "retry": {"max_attempts": 3, "attempt_timeout": "1s", "deadline": "1m"}}}}}`,
 			`auth: set exactly one of secret_env or secret_file`},
+		{"notifier without url", `{"notifier": {"web_ui": "http://ui"},
+ "destinations": {"x": {"adapter": "http", "url": "u",
+  "contract": {"dedup": "none", "retry": {"max_attempts": 3, "attempt_timeout": "1s", "deadline": "1m"}}}}}`,
+			`notifier (line 1): notifier.url: required, an http(s) URL`},
+		{"destination notifier not http", `{"destinations": {"x": {"adapter": "http", "url": "u",
+  "notifier": {"url": "chat.example/hook", "auth": {"header": "Authorization"}},
+  "contract": {"dedup": "none", "retry": {"max_attempts": 3, "attempt_timeout": "1s", "deadline": "1m"}}}}}`,
+			"destination \"x\" (line 1): notifier.url: \"chat.example/hook\" is not an absolute http(s) URL\nnotifier.auth: set exactly one of secret_env or secret_file"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -83,6 +91,19 @@ func TestParseBad(t *testing.T) {
 			require.Contains(t, err.Error(), c.want)
 		})
 	}
+}
+
+// TestNotifierFor: a destination's own notifier wins over the file's.
+func TestNotifierFor(t *testing.T) {
+	cfg, err := Parse([]byte(`{"notifier": {"url": "http://all"},
+ "destinations": {
+  "a": {"adapter": "http", "url": "http://a", "notifier": {"url": "http://only-a"},
+   "contract": {"dedup": "none", "retry": {"max_attempts": 3, "attempt_timeout": "1s", "deadline": "1m"}}},
+  "b": {"adapter": "http", "url": "http://b",
+   "contract": {"dedup": "none", "retry": {"max_attempts": 3, "attempt_timeout": "1s", "deadline": "1m"}}}}}`))
+	require.NoError(t, err)
+	require.Equal(t, "http://only-a", cfg.NotifierFor("a").URL)
+	require.Equal(t, "http://all", cfg.NotifierFor("b").URL)
 }
 
 func TestSecret(t *testing.T) {

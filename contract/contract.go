@@ -33,8 +33,15 @@ const (
 
 // Contract is one destination's declared behaviour.
 type Contract struct {
-	Dedup        Dedup         `json:"dedup"`
-	KeyHeader    string        `json:"key_header,omitempty"`
+	Dedup     Dedup  `json:"dedup"`
+	KeyHeader string `json:"key_header,omitempty"`
+	// KeyField places the key in the JSON body too (or instead, for
+	// dedup key with no key_header), at a JSON pointer such as
+	// "/idempotency_key".
+	KeyField Pointer `json:"key_field,omitempty"`
+	// KeyMaxLength is the longest key the destination accepts; checked
+	// at load against the key's length.
+	KeyMaxLength int           `json:"key_max_length,omitempty"`
 	ReplayMarker *ReplayMarker `json:"replay_marker,omitempty"`
 	// KeyRetention is how long the destination remembers keys; past it an
 	// unknown outcome is no longer retried automatically. Zero: forever.
@@ -43,14 +50,18 @@ type Contract struct {
 	// ReviewReminder, when set, reminds reviewers of a delivery that has been
 	// waiting this long, and again every interval after. It never decides.
 	ReviewReminder Duration `json:"review_reminder,omitempty"`
+	// Breaker, when set, holds attempts back while the destination is down.
+	Breaker *Breaker `json:"breaker,omitempty"`
 }
 
 // ReplayMarker says how a replayed receipt is recognised: a response header
-// with a value, or a status code (e.g. 200 for a replay vs 201 for new).
+// with a value (or any of Values; neither: the header's presence), or a
+// status code (e.g. 200 for a replay vs 201 for new).
 type ReplayMarker struct {
-	Header string `json:"header,omitempty"`
-	Value  string `json:"value,omitempty"`
-	Status int    `json:"status,omitempty"`
+	Header string   `json:"header,omitempty"`
+	Value  string   `json:"value,omitempty"`
+	Values []string `json:"values,omitempty"`
+	Status int      `json:"status,omitempty"`
 }
 
 // Retry is the bounded retry budget of a destination.
@@ -90,7 +101,7 @@ func (c Contract) WithDefaults() Contract {
 	if c.Retry.MaxInterval == 0 {
 		c.Retry.MaxInterval = Duration(max(time.Minute, c.Retry.InitialInterval.D()))
 	}
-	if c.Dedup == DedupKey && c.KeyHeader == "" {
+	if c.Dedup == DedupKey && c.KeyHeader == "" && c.KeyField == "" {
 		c.KeyHeader = "Idempotency-Key"
 	}
 	return c
@@ -109,12 +120,16 @@ func (c Contract) Validate() error {
 	default:
 		bad("dedup", "unknown kind %q; use one of key, unique-commit, lookup, none", c.Dedup)
 	}
-	if c.Dedup == DedupKey && c.KeyHeader == "" {
-		bad("key_header", "required for dedup key")
+	if c.Dedup == DedupKey && c.KeyHeader == "" && c.KeyField == "" {
+		bad("key_header", "required for dedup key (or key_field, for a key in the body)")
 	}
 	if m := c.ReplayMarker; m != nil && (m.Header == "") == (m.Status == 0) {
 		bad("replay_marker", "set either header (with value) or status")
 	}
+	if m := c.ReplayMarker; m != nil && m.Status != 0 && (m.Value != "" || len(m.Values) > 0) {
+		bad("replay_marker", "value and values go with header, not status")
+	}
+	errs = append(errs, c.validateKeyPlacement())
 	if c.KeyRetention < 0 {
 		bad("key_retention", "must not be negative")
 	}
@@ -139,6 +154,9 @@ func (c Contract) Validate() error {
 	}
 	if r.Backoff < 1 {
 		bad("retry.backoff", "must be at least 1")
+	}
+	if c.Breaker != nil {
+		errs = append(errs, c.Breaker.validate())
 	}
 	return errors.Join(errs...)
 }

@@ -41,6 +41,10 @@ const (
 	// ClassUnconfigured: nothing was sent, because the worker that took the
 	// attempt has no such destination (removed from its destinations file).
 	ClassUnconfigured Class = "unconfigured"
+	// ClassHeld: nothing was sent, because the destination is paused or
+	// its breaker is open. It is not an attempt: the delivery waits and
+	// spends neither attempts nor deadline.
+	ClassHeld Class = "held"
 )
 
 // NothingApplied reports whether an attempt of this class provably left no
@@ -48,7 +52,7 @@ const (
 // run again" (see RunLeftNoEffect).
 func (cl Class) NothingApplied() bool {
 	switch cl {
-	case ClassNotSent, ClassThrottled, ClassInFlight, ClassRejected, ClassEarlierRun, ClassUnconfigured:
+	case ClassNotSent, ClassThrottled, ClassInFlight, ClassRejected, ClassEarlierRun, ClassUnconfigured, ClassHeld:
 		return true
 	}
 	return false

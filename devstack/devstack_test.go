@@ -3,7 +3,6 @@ package devstack_test
 import (
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -45,10 +44,9 @@ func TestDestinationsCoverEveryDedupKind(t *testing.T) {
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := lab.FreePort()
 	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return p
 }
 
 // The stack starts and stops cleanly, prints where everything is, and a

@@ -2,16 +2,13 @@ package sandbox
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"sync"
 	"time"
 )
 
@@ -36,110 +33,6 @@ func (s *Server) destination(w http.ResponseWriter, r *http.Request) (string, Mo
 		writeJSON(w, http.StatusNotFound, apiError{Error: "unknown_destination"})
 	}
 	return dest, mode, ok
-}
-
-// handleCreate is POST /{dest}/tickets. The order of checks is the order a
-// real provider would run them: availability, validation, the key's state,
-// then the write.
-func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
-	dest, mode, ok := s.destination(w, r)
-	if !ok {
-		return
-	}
-	n, fault := s.arrive(dest)
-	key := r.Header.Get(KeyHeader)
-	entry := RequestLog{Request: n}
-	if key != "" {
-		entry.Key = &key
-	}
-	done := func(res Result, write, cacheHit bool) {
-		entry.Result, entry.Write, entry.CacheHit = res, write, cacheHit
-		s.record(dest, entry)
-	}
-	faultIs := func(k FaultKind) bool { return fault != nil && fault.Kind == k }
-
-	if faultIs(FaultFail503) {
-		done(ResultUnavailable, false, false)
-		w.Header().Set("Retry-After", "1")
-		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: "unavailable"})
-		return
-	}
-
-	// Read the whole body before any hang-up, so closing the connection sends
-	// a clean FIN rather than a reset over unread bytes.
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-	if err != nil {
-		done(ResultValidationRejected, false, false)
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			writeJSON(w, http.StatusRequestEntityTooLarge, apiError{Error: "too_large"})
-		}
-		return // otherwise the client is gone
-	}
-	payload, hash, ok := canonicalTicket(body)
-	if !ok {
-		done(ResultValidationRejected, false, false)
-		writeJSON(w, http.StatusUnprocessableEntity, apiError{Error: "validation", Field: "subject"})
-		return
-	}
-
-	dedup := mode == ModeHonoursKeys && key != ""
-	release := func() {}
-	if dedup {
-		if !s.claim(dest, key) {
-			done(ResultInFlight, false, false)
-			writeJSON(w, http.StatusConflict, apiError{Error: "idempotency_key_in_flight"})
-			return
-		}
-		release = sync.OnceFunc(func() { s.release(dest, key) })
-		defer release()
-	}
-
-	if faultIs(FaultDelayBeforeCommit) {
-		done(ResultDelayedThenClosed, false, false)
-		s.sleep(r.Context(), fault.Delay)
-		release() // before the hang-up, which the client may answer with a retry
-		hangUp(w)
-		return
-	}
-
-	storedKey := key
-	if mode == ModeIgnoresKeys || mode == ModeNoKeys {
-		storedKey = ""
-	}
-	// Once the request is read it is applied, as by a real server: a client
-	// that gives up mid-transaction must not roll the effect back.
-	id, prior, err := s.store.create(context.WithoutCancel(r.Context()), dest, storedKey, dedup, payload, hash)
-	release() // committed: a repeat now gets the replay, not 409
-	if err != nil {
-		slog.Error("sandbox: create ticket", "destination", dest, "error", err)
-		writeJSON(w, http.StatusInternalServerError, apiError{Error: "internal"})
-		return
-	}
-	if prior != nil {
-		if prior.hash != hash {
-			done(ResultKeyReused, false, false)
-			writeJSON(w, http.StatusUnprocessableEntity, apiError{Error: "idempotency_key_reused"})
-			return
-		}
-		done(ResultCachedReceipt, false, true)
-		w.Header().Set(ReplayedHeader, "true")
-		writeJSON(w, http.StatusOK, created(prior.ticketID))
-		return
-	}
-
-	switch {
-	case faultIs(FaultCloseAfterCommit):
-		done(ResultWrittenThenClosed, true, false)
-		hangUp(w)
-	case faultIs(FaultDelayAfterCommit):
-		done(ResultWrittenThenDelayed, true, false)
-		s.sleep(r.Context(), fault.Delay)
-		writeJSON(w, http.StatusCreated, created(id))
-	default:
-		done(ResultWrittenThenReceipt, true, false)
-		writeJSON(w, http.StatusCreated, created(id))
-	}
 }
 
 // hangUp closes the connection without writing a byte of response.

@@ -152,9 +152,7 @@ type requestLog struct {
 // destinations. Tickets already in the file are kept.
 func Open(dbPath string, modes map[string]Mode) (*Server, error) {
 	for name, m := range modes {
-		switch m {
-		case ModeHonoursKeys, ModeIgnoresKeys, ModeNoKeys, ModeLookup:
-		default:
+		if personalities[m] == nil {
 			return nil, fmt.Errorf("sandbox: destination %q: unknown mode %q", name, m)
 		}
 	}
@@ -175,7 +173,7 @@ func Open(dbPath string, modes map[string]Mode) (*Server, error) {
 	s.mux.HandleFunc("GET /admin/records", s.handleRecords)
 	s.mux.HandleFunc("GET /admin/requests", s.handleRequests)
 	s.mux.HandleFunc("POST /admin/reset", s.handleReset)
-	s.mux.HandleFunc("POST /{dest}/tickets", s.handleCreate)
+	s.mux.HandleFunc("/{dest}/{rest...}", s.handleCreate)
 	s.mux.HandleFunc("GET /{dest}/tickets", s.handleLookup)
 	return s, nil
 }

@@ -74,10 +74,10 @@ type keyed struct {
 	hash     string
 }
 
-// create stores a new ticket. When dedupKey is set, the key and payload hash
-// are stored in the same transaction, and an earlier use of the key is
-// returned instead of writing anything.
-func (s *store) create(ctx context.Context, dest, key string, dedupKey bool, payload []byte, hash string) (ticketID string, prior *keyed, err error) {
+// create stores a new ticket, named id (empty: ticket-<n>). When dedupKey
+// is set, the key and payload hash are stored in the same transaction, and
+// an earlier use of the key is returned instead of writing anything.
+func (s *store) create(ctx context.Context, dest, key string, dedupKey bool, payload []byte, hash, id string) (ticketID string, prior *keyed, err error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return "", nil, fmt.Errorf("begin: %w", err)
@@ -102,7 +102,10 @@ func (s *store) create(ctx context.Context, dest, key string, dedupKey bool, pay
 		`SELECT COALESCE(MAX(seq), 0) + 1 FROM tickets WHERE destination = ?`, dest).Scan(&seq); err != nil {
 		return "", nil, fmt.Errorf("next ticket number: %w", err)
 	}
-	ticketID = fmt.Sprintf("ticket-%d", seq)
+	ticketID = id
+	if ticketID == "" {
+		ticketID = fmt.Sprintf("ticket-%d", seq)
+	}
 	now := time.Now().UTC().Format(time.RFC3339Nano)
 	var storedKey any // NULL when the request had no key or the mode ignores it
 	if key != "" {

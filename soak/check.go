@@ -209,8 +209,8 @@ func (r *run) check(ctx context.Context) error {
 			lost(d, "still %s at the end", state)
 			continue
 		}
-		var res workflows.DeliveryResult
-		if err := r.stack.Temporal.Client().GetWorkflow(ctx, workflows.WorkflowID(d.key), "").Get(ctx, &res); err != nil {
+		res, err := starter.New(r.stack.Temporal.Client()).Result(ctx, d.key, "")
+		if err != nil {
 			bad(d, "read result: %v", err)
 			continue
 		}

@@ -134,6 +134,7 @@ func (s *Client) startOptions(in workflows.DeliveryInput, h Handle, reuse enumsp
 		// (its guard against a second run) and shows the web UI the payload.
 		Memo:          map[string]any{workflows.MemoFingerprint: h.Fingerprint},
 		StaticSummary: Summary(in.Operation),
+		StaticDetails: workflows.StaticDetails(in.Operation, h.Key),
 	}
 }
 
@@ -203,9 +204,9 @@ func (s *Client) conflictOr(h Handle, err error) error {
 // closed reads a finished run's result: a conflict when it carried another
 // payload and may not run again; restart when it applied nothing and may.
 func (s *Client) closed(ctx context.Context, h Handle, runID string, reuse enumspb.WorkflowIdReusePolicy) (workflows.DeliveryResult, bool, error) {
-	var prev workflows.DeliveryResult
-	if err := s.c.GetWorkflow(ctx, h.WorkflowID, runID).Get(ctx, &prev); err != nil {
-		return prev, false, fmt.Errorf("read the earlier delivery %s: %w", h.Key, err)
+	prev, err := s.Result(ctx, h.Key, runID)
+	if err != nil {
+		return prev, false, fmt.Errorf("read the earlier delivery: %w", err)
 	}
 	if reuse == enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE && restartable(prev, h.Fingerprint) {
 		return prev, true, nil
@@ -336,6 +337,21 @@ func (s *Client) Wait(ctx context.Context, key string) (workflows.DeliveryStatus
 		return s.Status(ctx, key)
 	}
 	return out.DeliveryStatus, nil
+}
+
+// Result waits for the run (empty: the latest) of the delivery with this
+// key to finish and returns its result, delivered or not: one that ended
+// without an effect fails, and carries its result in the failure.
+func (s *Client) Result(ctx context.Context, key, runID string) (workflows.DeliveryResult, error) {
+	var res workflows.DeliveryResult
+	err := s.c.GetWorkflow(ctx, workflows.WorkflowID(key), runID).Get(ctx, &res)
+	if nd, ok := workflows.NotDeliveredResult(err); ok {
+		return nd, nil
+	}
+	if err != nil {
+		return res, fmt.Errorf("result of delivery %s: %w", key, err)
+	}
+	return res, nil
 }
 
 // Status returns the delivery's current status (running or finished).

@@ -186,8 +186,8 @@ func TestBadStarts(t *testing.T) {
 
 func waitResult(ctx context.Context, t *testing.T, c client.Client, in workflows.DeliveryInput) workflows.DeliveryResult {
 	t.Helper()
-	var res workflows.DeliveryResult
-	require.NoError(t, c.GetWorkflow(ctx, workflows.WorkflowID(opkey.Key(in.Operation)), "").Get(ctx, &res))
+	res, err := starter.New(c).Result(ctx, opkey.Key(in.Operation), "")
+	require.NoError(t, err)
 	return res
 }
 

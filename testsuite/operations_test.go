@@ -206,8 +206,8 @@ func (s *opsStack) requireSound(ctx context.Context, res workflows.DeliveryResul
 
 func (s *opsStack) result(ctx context.Context, key string) workflows.DeliveryResult {
 	s.t.Helper()
-	var res workflows.DeliveryResult
-	require.NoError(s.t, s.c.GetWorkflow(ctx, workflows.WorkflowID(key), "").Get(ctx, &res))
+	res, err := s.starter.Result(ctx, key, "")
+	require.NoError(s.t, err)
 	return res
 }
 

@@ -1,11 +1,14 @@
 package testsuite
 
 import (
+	"net/url"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/stretchr/testify/suite"
+	sdkpb "go.temporal.io/api/sdk/v1"
 	"go.temporal.io/sdk/client"
 	sdktest "go.temporal.io/sdk/testsuite"
 
@@ -43,10 +46,27 @@ func (s *envSuite) TearDownTest() {
 func (s *envSuite) execute(in workflows.DeliveryInput) workflows.DeliveryResult {
 	s.env.ExecuteWorkflow(workflows.WorkflowType, in)
 	s.Require().True(s.env.IsWorkflowCompleted())
-	s.Require().NoError(s.env.GetWorkflowError())
 	var res workflows.DeliveryResult
-	s.Require().NoError(s.env.GetWorkflowResult(&res))
+	err := s.env.GetWorkflowError()
+	if err == nil {
+		s.Require().NoError(s.env.GetWorkflowResult(&res))
+		s.Require().True(res.Status.Delivered(), "%s ended as completed", res.Status)
+		return res
+	}
+	res, ok := workflows.NotDeliveredResult(err)
+	s.Require().True(ok, "not a NotDelivered failure: %v", err)
+	s.Require().False(res.Status.Delivered(), "%s ended as failed", res.Status)
 	return res
+}
+
+// metadata is what the web UI reads of the delivery: its current details
+// and its handlers' descriptions.
+func (s *envSuite) metadata() *sdkpb.WorkflowMetadata {
+	v, err := s.env.QueryWorkflow("__temporal_workflow_metadata")
+	s.Require().NoError(err)
+	var meta sdkpb.WorkflowMetadata
+	s.Require().NoError(v.Get(&meta))
+	return &meta
 }
 
 func (s *envSuite) status() workflows.DeliveryStatus {
@@ -104,6 +124,48 @@ func (s *ReviewSuite) TestQueryWhileParked() {
 	res := s.start(s.dest.Config)
 	s.Equal(workflows.StatusAbandoned, res.Status)
 	s.Equal(1, s.effects())
+}
+
+// TestDetailsTellTheStory: the web UI's current details say in their first
+// line why the delivery waits, then give the evidence copyable, the
+// commands and the update template; they name who decided what, and why a
+// decision was ignored; the handlers describe themselves.
+func (s *ReviewSuite) TestDetailsTellTheStory() {
+	s.at(time.Hour, func() {
+		meta := s.metadata()
+		d := meta.GetCurrentDetails()
+		first, _, _ := strings.Cut(d, "\n")
+		s.Equal("**awaiting review**: attempt 1 lost its response after the request was (or may have been) written; "+
+			"legacy (dedup none) cannot tell whether it applied: check the destination", first)
+		s.Contains(d, "```\nattempt 1: unknown_outcome (", "the evidence is a code block")
+		s.Contains(d, "Send an Update")
+		s.Contains(d, `{"decision": "delivered", "resource_id": "ID", "reviewer": "NAME", "note": "found it"}`)
+		s.Contains(d, "dedup none · 3 attempts within 1m0s")
+		s.Contains(d, "/workflows?query="+url.QueryEscape(`CourierBusinessID="`+s.id+`"`))
+		described := map[string]string{}
+		for _, h := range meta.GetDefinition().GetUpdateDefinitions() {
+			described["update "+h.GetName()] = h.GetDescription()
+		}
+		for _, h := range meta.GetDefinition().GetSignalDefinitions() {
+			described["signal "+h.GetName()] = h.GetDescription()
+		}
+		for _, h := range meta.GetDefinition().GetQueryDefinitions() {
+			described["query "+h.GetName()] = h.GetDescription()
+		}
+		s.Contains(described["update review"], `{"decision": "retry|delivered|abandon"`)
+		s.Contains(described["signal review"], "Prefer the review update")
+		s.Contains(described["query status"], "every attempt")
+		s.signal(workflows.ReviewDecision{Decision: "delivered", Reviewer: "ops"}) // no resource_id: ignored
+	})
+	s.at(2*time.Hour, func() {
+		d := s.metadata().GetCurrentDetails()
+		s.Contains(d, "Ignored 1 decision(s); the last (via signal): `resource_id: required with decision delivered")
+		s.signal(workflows.ReviewDecision{Decision: "abandon", Reviewer: "ops", Note: "found nothing to match"})
+	})
+	res := s.start(s.dest.Config)
+	s.Equal(workflows.StatusAbandoned, res.Status)
+	first, _, _ := strings.Cut(s.metadata().GetCurrentDetails(), "\n")
+	s.Equal("**abandoned**: decided by `ops`: `found nothing to match`", first)
 }
 
 func (s *ReviewSuite) TestDelivered() {
@@ -202,7 +264,7 @@ func (s *ReviewSuite) TestReminderKeepsWaiting() {
 	})
 	res := s.start(cfg)
 	s.Equal(workflows.StatusAbandoned, res.Status)
-	s.Equal(3, reminded)
+	s.Equal(1+3, reminded, "one notice when it parked, then one per reminder")
 }
 
 // TestDuplicateSignal: the same decision sent twice acts once.
@@ -308,8 +370,8 @@ func TestHandMadeWorkflowID(t *testing.T) {
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "delivery-made-by-hand"})
 	in := Input(lab.DestHelpdesk, "hand-made", lab.Ticket("hand-made", "Move the workshop booking"))
 	env.ExecuteWorkflow(workflows.WorkflowType, in)
-	var res workflows.DeliveryResult
-	require.NoError(t, env.GetWorkflowResult(&res))
+	res, ok := workflows.NotDeliveredResult(env.GetWorkflowError())
+	require.True(t, ok, "a rejected delivery fails with its result: %v", env.GetWorkflowError())
 	require.Equal(t, workflows.StatusRejected, res.Status)
 	require.Contains(t, res.Error, `workflow ID "delivery-made-by-hand" does not match the operation: start it as "delivery-`)
 	require.Empty(t, res.Attempts)

@@ -136,6 +136,8 @@ func StartProcess(ctx context.Context, o ProcessOptions) (_ *Process, err error)
 		wo.WorkerStopTimeout = DefaultStopTimeout
 	}
 	acts := NewActivities(p.client, o.Config, p.adapters)
+	gate := NewGate(p.client, co.Namespace, co.DataConverter, o.Config, p.metrics.Handler, logger)
+	acts.Gate = gate
 	acts.StopGrace = max(wo.WorkerStopTimeout-stopMargin, wo.WorkerStopTimeout/2)
 	workers := New(p.client, o.Config, acts, wo)
 	for i, w := range workers {
@@ -158,6 +160,11 @@ func StartProcess(ctx context.Context, o ProcessOptions) (_ *Process, err error)
 	go func() {
 		defer p.wg.Done()
 		watchAwaitingReview(wctx, p.client, co.Namespace, o.Config.Names(), p.metrics.Handler, every, logger)
+	}()
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		gate.watch(wctx)
 	}()
 	p.reach = newReachability(co.HostPort, co.Namespace, p.metrics.Handler, logger, time.Now())
 	p.wg.Add(1)

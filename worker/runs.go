@@ -2,12 +2,14 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
@@ -18,7 +20,7 @@ import (
 // the configured contracts (a delivery's first attempt records one) and
 // the client that reads a workflow ID's earlier runs.
 func NewActivities(c client.Client, cfg contract.Config, ads *Adapters) *activities.Activities {
-	acts := &activities.Activities{Adapters: ads.ByName, Contracts: cfg.Contracts(), Reviewers: cfg.Reviewers}
+	acts := &activities.Activities{Adapters: ads.ByName, Notifiers: ads.Notifiers, Contracts: cfg.Contracts(), Reviewers: cfg.Reviewers}
 	if c != nil {
 		acts.Runs = earlierRuns{c}
 	}
@@ -54,9 +56,18 @@ func (r earlierRuns) Earlier(ctx context.Context, workflowID, runID string) ([]a
 			Status: strings.ToLower(strings.TrimPrefix(e.GetStatus().String(), "WorkflowExecutionStatus")),
 			Closed: e.GetCloseTime().AsTime(),
 		}
-		if e.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+		switch e.GetStatus() {
+		case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, enumspb.WORKFLOW_EXECUTION_STATUS_FAILED:
 			var res workflows.DeliveryResult
-			if err := r.c.GetWorkflow(ctx, workflowID, id).Get(ctx, &res); err != nil {
+			err := r.c.GetWorkflow(ctx, workflowID, id).Get(ctx, &res)
+			if nd, ok := workflows.NotDeliveredResult(err); ok {
+				res, err = nd, nil // ended without an effect, as its result says
+			}
+			var failed *temporal.WorkflowExecutionError
+			if errors.As(err, &failed) {
+				break // failed otherwise: counted as possibly applied, below
+			}
+			if err != nil {
 				return nil, fmt.Errorf("read the result of run %s of %s: %w", id, workflowID, err)
 			}
 			run.Status = string(res.Status)

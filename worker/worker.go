@@ -13,15 +13,18 @@ import (
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/activities/httpdest"
+	"github.com/abde64c9/courier/activities/notify"
 	"github.com/abde64c9/courier/activities/sqldest"
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/workflows"
 )
 
-// Adapters holds one open adapter per destination.
+// Adapters holds one open adapter per destination, and the notifiers of
+// those that have one.
 type Adapters struct {
-	ByName  map[string]activities.Adapter
-	closers []func() error
+	ByName    map[string]activities.Adapter
+	Notifiers map[string]activities.Notifier
+	closers   []func() error
 }
 
 // Close releases the adapters' connections.
@@ -36,9 +39,23 @@ func (a *Adapters) Close() error {
 // OpenAdapters opens every destination's adapter. A missing secret or an
 // unusable database stops the worker here, before it takes any task.
 func OpenAdapters(cfg contract.Config) (*Adapters, error) {
-	out := &Adapters{ByName: map[string]activities.Adapter{}}
+	out := &Adapters{ByName: map[string]activities.Adapter{}, Notifiers: map[string]activities.Notifier{}}
 	var errs []error
+	webhooks := map[*contract.Notifier]*notify.Webhook{} // the file's notifier is built once
 	for _, name := range cfg.Names() {
+		if n := cfg.NotifierFor(name); n != nil {
+			w, ok := webhooks[n]
+			if !ok {
+				var err error
+				if w, err = notify.New(*n); err != nil {
+					errs = append(errs, fmt.Errorf("destination %q: %w", name, err))
+				}
+				webhooks[n] = w
+			}
+			if w != nil {
+				out.Notifiers[name] = w
+			}
+		}
 		ad, err := openAdapter(name, cfg.Destinations[name])
 		if err != nil {
 			errs = append(errs, fmt.Errorf("destination %q: %w", name, err))
@@ -73,6 +90,8 @@ func Register(r sdkworker.Registry, cfg contract.Config, acts *activities.Activi
 func RegisterWorkflow(r sdkworker.WorkflowRegistry, cfg contract.Config) {
 	r.RegisterWorkflowWithOptions(workflows.NewDeliveries(cfg).Delivery,
 		workflow.RegisterOptions{Name: workflows.WorkflowType})
+	r.RegisterWorkflowWithOptions(workflows.Destination,
+		workflow.RegisterOptions{Name: workflows.DestinationWorkflowType})
 }
 
 // New returns the workers of one process: the main one on the courier task

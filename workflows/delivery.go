@@ -93,6 +93,20 @@ type delivery struct {
 	// recorded.
 	destinations    map[string]contract.Destination
 	configReviewers []string
+	// budget is the attempt number the retry budget ends at; it grows when
+	// a reviewer decides retry.
+	budget int
+	// reason is why the delivery is parked, in one line; namespace is for
+	// links in the details.
+	reason    string
+	namespace string
+	// held is why the delivery waits at a paused or broken destination;
+	// released is set by the gate's release signal; heldFor is the time
+	// spent held, which the deadline does not count.
+	held     *activities.Hold
+	released bool
+	heldFor  time.Duration
+	holds    int
 }
 
 func (d *delivery) setup(ctx workflow.Context) error {
@@ -101,20 +115,21 @@ func (d *delivery) setup(ctx workflow.Context) error {
 	d.res.Fingerprint, _ = opkey.Fingerprint(d.in.Payload) // an invalid payload is rejected in run
 	d.res.Attempts = []Attempt{}
 	d.res.Events = []Event{}
+	d.namespace = workflow.GetInfo(ctx).Namespace
 	if memo := workflow.GetInfo(ctx).Memo; memo != nil {
 		_, d.startedFirst = memo.GetFields()[MemoFingerprint]
 	}
 
-	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (DeliveryStatus, error) {
+	if err := workflow.SetQueryHandlerWithOptions(ctx, QueryStatus, func() (DeliveryStatus, error) {
 		return d.status(), nil
-	}); err != nil {
+	}, workflow.QueryHandlerOptions{Description: describeStatus}); err != nil {
 		return fmt.Errorf("register query: %w", err)
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateReview,
 		func(ctx workflow.Context, rd ReviewDecision) (ReviewRecord, error) {
 			return d.receiveReview(ctx, rd, "update"), nil
 		},
-		workflow.UpdateHandlerOptions{Validator: func(_ workflow.Context, rd ReviewDecision) error {
+		workflow.UpdateHandlerOptions{Description: describeReviewUpdate, Validator: func(_ workflow.Context, rd ReviewDecision) error {
 			if err := d.checkReview(rd); err != nil {
 				// A named type, so callers in any SDK can tell a refusal apart.
 				return temporal.NewApplicationError(err.Error(), ErrInvalidReview)
@@ -137,7 +152,7 @@ func (d *delivery) setup(ctx workflow.Context) error {
 			}
 			return Settled{DeliveryStatus: d.status(), Starter: d.starter}, nil
 		},
-		workflow.UpdateHandlerOptions{Validator: func(_ workflow.Context, r DeliverRequest) error {
+		workflow.UpdateHandlerOptions{Description: describeDeliver, Validator: func(_ workflow.Context, r DeliverRequest) error {
 			if r.Fingerprint != d.res.Fingerprint {
 				return temporal.NewApplicationError(fmt.Sprintf(
 					"delivery %s carries a payload with fingerprint %s; this request's is %s: nothing was sent",
@@ -148,7 +163,14 @@ func (d *delivery) setup(ctx workflow.Context) error {
 	); err != nil {
 		return fmt.Errorf("register update: %w", err)
 	}
-	ch := workflow.GetSignalChannel(ctx, SignalReview)
+	release := workflow.GetSignalChannelWithOptions(ctx, SignalRelease, workflow.SignalChannelOptions{Description: describeRelease})
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			release.Receive(ctx, nil)
+			d.released = d.held != nil
+		}
+	})
+	ch := workflow.GetSignalChannelWithOptions(ctx, SignalReview, workflow.SignalChannelOptions{Description: describeReviewSignal})
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for {
 			// The payload as sent, decoded here: the SDK would drop one that
@@ -167,7 +189,7 @@ func (d *delivery) setup(ctx workflow.Context) error {
 }
 
 func (d *delivery) status() DeliveryStatus {
-	st := DeliveryStatus{State: d.state, Operation: d.in.Operation, DeliveryResult: d.res}
+	st := DeliveryStatus{State: d.state, Operation: d.in.Operation, DeliveryResult: d.res, Hold: d.held}
 	if d.res.Status != "" {
 		st.State = State(d.res.Status)
 	}
@@ -197,10 +219,16 @@ func (d *delivery) run(ctx workflow.Context) (DeliveryResult, error) {
 	}
 	first := workflow.Now(ctx) // key retention counts from the first write
 	var deadline time.Time
-	budget := 0
 
 	for {
 		out := d.attempt(ctx)
+		if out.Class == contract.ClassHeld {
+			// Nothing was sent: no attempt, no budget, no deadline spent.
+			if err := d.hold(ctx, out.Hold); err != nil {
+				return DeliveryResult{}, err
+			}
+			continue
+		}
 		n := len(d.res.Attempts)
 		if out.Class == contract.ClassUnconfigured && d.nothingAppliedBefore() {
 			// Nothing was ever sent: the request named a destination the
@@ -217,6 +245,8 @@ func (d *delivery) run(ctx workflow.Context) (DeliveryResult, error) {
 		if c == nil {
 			// Attempted before, and no worker has the destination now: only
 			// a person can tell what happened.
+			d.reason = fmt.Sprintf("destination %s is not configured on the workers, so its contract is unknown: "+
+				"restore it, or check the destination", d.in.Destination)
 			if done, res, err := d.review(ctx, 0, fmt.Sprintf(
 				"attempt %d: %s (%s); destination %q is not configured on the workers, so its contract is unknown: "+
 					"restore it in the destinations file and decide retry, or find the effect",
@@ -225,8 +255,8 @@ func (d *delivery) run(ctx workflow.Context) (DeliveryResult, error) {
 			}
 			continue
 		}
-		if budget == 0 {
-			budget, deadline = c.Retry.MaxAttempts, first.Add(c.Retry.Deadline.D())
+		if d.budget == 0 {
+			d.budget, deadline = c.Retry.MaxAttempts, first.Add(c.Retry.Deadline.D())
 		}
 		keyExpired := c.KeyRetention > 0 && workflow.Now(ctx).Sub(first) > c.KeyRetention.D()
 		switch c.Next(out.Class, keyExpired) {
@@ -241,12 +271,14 @@ func (d *delivery) run(ctx workflow.Context) (DeliveryResult, error) {
 		case contract.StepLookup:
 			found, err := d.lookup(ctx, *c)
 			if err != nil {
+				d.reason = fmt.Sprintf("attempt %d's outcome is unknown and the lookup at %s failed, so Courier cannot tell whether it applied: check the destination",
+					n, d.in.Destination)
 				if done, res, err := d.review(ctx, c.ReviewReminder, fmt.Sprintf(
 					"attempt %d: %s (%s); the lookup that should tell whether it took effect failed: %v",
 					n, out.Class, out.Error, err), nil); done {
 					return res, err
 				}
-				budget, deadline = n+c.Retry.MaxAttempts, workflow.Now(ctx).Add(c.Retry.Deadline.D())
+				d.budget, deadline, d.heldFor = n+c.Retry.MaxAttempts, workflow.Now(ctx).Add(c.Retry.Deadline.D()), 0
 				continue
 			}
 			if found.Found {
@@ -263,28 +295,80 @@ func (d *delivery) run(ctx workflow.Context) (DeliveryResult, error) {
 			case keyExpired:
 				evidence += fmt.Sprintf(" after its key retention of %s", c.KeyRetention)
 			}
+			d.reason = d.parkReason(out, *c, keyExpired)
 			if done, res, err := d.review(ctx, c.ReviewReminder, evidence, out.EarlierRuns); done {
 				return res, err
 			}
 			// A reviewer's retry starts a fresh budget: they checked first.
-			budget, deadline = n+c.Retry.MaxAttempts, workflow.Now(ctx).Add(c.Retry.Deadline.D())
+			d.budget, deadline, d.heldFor = n+c.Retry.MaxAttempts, workflow.Now(ctx).Add(c.Retry.Deadline.D()), 0
 			continue
 		}
 
 		// StepRetry, or a lookup that found nothing.
 		wait := max(c.Retry.Interval(n), out.RetryAfter)
-		if n >= budget || workflow.Now(ctx).Add(wait).After(deadline) {
+		if n >= d.budget || workflow.Now(ctx).Add(wait).After(deadline.Add(d.heldFor)) {
 			return d.finish(ctx, StatusAttemptLimit, nil,
 				fmt.Sprintf("retry budget spent after %d attempts; last: %s: %s", n, out.Class, out.Error))
 		}
 		d.event(ctx, n, "retry_scheduled", "in "+wait.String())
 		d.setState(ctx, StateRetryWait)
 		// Summaries name what the history's timers and activities are for.
-		retry := workflow.TimerOptions{Summary: fmt.Sprintf("retry wait before attempt %d", n+1)}
+		retry := workflow.TimerOptions{Summary: backoffSummary(wait, n, out)}
 		if err := workflow.NewTimerWithOptions(ctx, wait, retry).Get(ctx, nil); err != nil {
 			return DeliveryResult{}, err
 		}
 	}
+}
+
+const (
+	// holdLookAgain bounds a hold's wait: a held delivery looks at its
+	// destination's gate again after this long even if no release came.
+	holdLookAgain = 5 * time.Minute
+	// holdSpread spreads the deliveries held until one time (an open
+	// breaker's cool-down) over this long, by key.
+	holdSpread = 10 * time.Second
+)
+
+// hold waits while the destination is paused or its breaker is open, until
+// the gate releases the delivery or it is time to look again. Held outcomes
+// come only from workers that have the gate, so no earlier history takes
+// this path.
+func (d *delivery) hold(ctx workflow.Context, h *activities.Hold) error {
+	if h == nil {
+		h = &activities.Hold{State: string(StateCircuitOpen), Reason: "held"}
+	}
+	d.holds++
+	if d.holds <= MaxIgnoredRecords {
+		d.event(ctx, len(d.res.Attempts), "held", h.State+": "+h.Reason)
+	}
+	d.held, d.released = h, false
+	d.setState(ctx, State(h.State))
+	if err := d.upsertState(ctx); err != nil {
+		return err
+	}
+	start := workflow.Now(ctx)
+	wait := holdLookAgain
+	if !h.Until.IsZero() {
+		var spread time.Duration
+		for _, b := range []byte(d.res.Key) {
+			spread = (spread*31 + time.Duration(b)) % holdSpread
+		}
+		wait = min(max(h.Until.Sub(start), time.Second)+spread, holdLookAgain)
+	}
+	tctx, closeTimer := workflow.WithCancel(ctx)
+	released, err := workflow.AwaitWithOptions(tctx, workflow.AwaitOptions{Timeout: wait, TimerOptions: workflow.TimerOptions{
+		Summary: fmt.Sprintf("held: %s at %s; look again in %s", strings.ReplaceAll(h.State, "_", " "), d.in.Destination, wait.Round(time.Second)),
+	}}, func() bool { return d.released })
+	if err != nil {
+		return err
+	}
+	if released {
+		closeTimer()
+	}
+	d.heldFor += workflow.Now(ctx).Sub(start)
+	d.held = nil
+	d.setState(ctx, StateDelivering)
+	return d.upsertState(ctx)
 }
 
 // versionRecordedContract marks deliveries that decide from the terms in
@@ -383,8 +467,7 @@ func (d *delivery) attempt(ctx workflow.Context) activities.Outcome {
 	d.setState(ctx, StateDelivering)
 	// One execution per attempt: the workflow decides about every retry,
 	// because what is safe depends on the result and the contract.
-	ctx = d.atDestination(ctx, &temporal.RetryPolicy{MaximumAttempts: 1},
-		fmt.Sprintf("attempt %d: %s → %s", n, d.in.Operation.Operation, d.in.Destination))
+	ctx = d.atDestination(ctx, &temporal.RetryPolicy{MaximumAttempts: 1}, d.attemptSummary(n))
 	started := workflow.Now(ctx)
 	var out activities.Outcome
 	err := workflow.ExecuteActivity(ctx, a.Attempt, d.request(ctx, n)).Get(ctx, &out)
@@ -399,6 +482,9 @@ func (d *delivery) attempt(ctx workflow.Context) activities.Outcome {
 	// attempt that found the destination after it had gone missing.
 	if out.Terms != nil && d.recorded() == nil {
 		d.terms = out.Terms
+	}
+	if out.Class == contract.ClassHeld {
+		return out // not an attempt: the destination never saw it
 	}
 	d.res.Attempts = append(d.res.Attempts, Attempt{
 		Number: n, Started: started, Ended: workflow.Now(ctx),
@@ -444,7 +530,7 @@ func (d *delivery) lookup(ctx workflow.Context, c contract.Contract) (activities
 		MaximumAttempts:        5,
 		InitialInterval:        c.Retry.InitialInterval.D(),
 		NonRetryableErrorTypes: []string{activities.ErrUnknownDestination},
-	}, fmt.Sprintf("lookup: did attempt %d take effect at %s?", len(d.res.Attempts), d.in.Destination))
+	}, fmt.Sprintf("lookup key %s at %s: did attempt %d take effect?", d.res.Key, d.in.Destination, len(d.res.Attempts)))
 	var f activities.Found
 	n := len(d.res.Attempts)
 	if err := workflow.ExecuteActivity(ctx, a.Lookup, d.request(ctx, n)).Get(ctx, &f); err != nil {
@@ -473,6 +559,10 @@ func (d *delivery) review(ctx workflow.Context, reminder contract.Duration, evid
 		return true, DeliveryResult{}, err
 	}
 	d.logger(ctx).Warn("delivery awaiting review: a person must decide (courier review)", "evidence", evidence)
+	desk := d.desk(ctx)
+	if desk {
+		d.notify(ctx, 0)
+	}
 	decided := func() bool { return d.decision != nil }
 	for !decided() {
 		if reminder <= 0 {
@@ -481,14 +571,21 @@ func (d *delivery) review(ctx workflow.Context, reminder contract.Duration, evid
 			}
 			break
 		}
-		ok, err := workflow.AwaitWithOptions(ctx, workflow.AwaitOptions{
-			Timeout: reminder.D(), TimerOptions: workflow.TimerOptions{Summary: "review reminder due"},
+		wctx, closeTimer := ctx, func() {}
+		if desk {
+			// Closed when a decision comes, so nothing in the history looks pending.
+			wctx, closeTimer = workflow.WithCancel(ctx)
+		}
+		ok, err := workflow.AwaitWithOptions(wctx, workflow.AwaitOptions{
+			Timeout: reminder.D(), TimerOptions: workflow.TimerOptions{Summary: fmt.Sprintf("waiting for a review; reminder in %s", reminder)},
 		}, decided)
 		if err != nil {
 			return true, DeliveryResult{}, err
 		}
-		if !ok {
-			d.remind(ctx)
+		if ok {
+			closeTimer()
+		} else {
+			d.remind(ctx, desk)
 		}
 	}
 	rd := *d.decision
@@ -509,25 +606,76 @@ func (d *delivery) review(ctx workflow.Context, reminder contract.Duration, evid
 	return false, DeliveryResult{}, nil
 }
 
-func (d *delivery) remind(ctx workflow.Context) {
+func (d *delivery) remind(ctx workflow.Context, desk bool) {
 	d.res.Review.Reminders++
+	if desk {
+		d.notify(ctx, d.res.Review.Reminders)
+		return
+	}
+	// As deliveries before the notifier did: the wait resumes after the
+	// reminder has been sent.
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
 		Summary:             fmt.Sprintf("review reminder %d", d.res.Review.Reminders),
 	})
-	r := activities.Reminder{
-		Key: d.res.Key, Destination: d.in.Destination,
-		Since: d.res.Review.Requested, Evidence: d.res.Review.Evidence,
-	}
 	detail := fmt.Sprintf("reminder %d", d.res.Review.Reminders)
-	if err := workflow.ExecuteActivity(ctx, a.RemindReview, r).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteActivity(ctx, a.RemindReview, d.reminder(d.res.Review.Reminders)).Get(ctx, nil); err != nil {
 		detail += ": " + err.Error() // a failed reminder never ends the wait
 	}
-	// A delivery may wait for weeks: past the first few, reminders are
-	// only counted.
-	if d.res.Review.Reminders <= MaxIgnoredRecords {
+	d.recordReminder(ctx, d.res.Review.Reminders, detail)
+}
+
+// versionReviewDesk marks deliveries that tell someone when they park,
+// never hold a decision back for a reminder, close the review timer when a
+// decision comes, and end as failed when nothing was delivered. Asked only
+// when a delivery parks or ends without an effect, so the happy path writes
+// no marker.
+const versionReviewDesk = "review-desk"
+
+func (d *delivery) desk(ctx workflow.Context) bool {
+	return workflow.GetVersion(ctx, versionReviewDesk, workflow.DefaultVersion, 1) == 1
+}
+
+// notify sends notice n (0: the delivery has parked; then each reminder) to
+// the notifier, beside the wait: a notifier that is down never holds back a
+// decision or the delivery.
+func (d *delivery) notify(ctx workflow.Context, n int) {
+	summary := fmt.Sprintf("notify: parked at %s, waiting for a review", d.in.Destination)
+	detail := "parked: notifier told"
+	if n > 0 {
+		summary = fmt.Sprintf("notify: review reminder %d", n)
+		detail = fmt.Sprintf("reminder %d", n)
+	}
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: 2 * time.Second, MaximumInterval: time.Minute, MaximumAttempts: 5,
+		},
+		Summary: summary,
+	})
+	f := workflow.ExecuteActivity(actx, a.RemindReview, d.reminder(n))
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		if err := f.Get(ctx, nil); err != nil {
+			detail += ": " + err.Error()
+		}
+		d.recordReminder(ctx, n, detail)
+	})
+}
+
+// recordReminder records what became of a notice. A delivery may wait for
+// weeks: past the first few, reminders are only counted.
+func (d *delivery) recordReminder(ctx workflow.Context, n int, detail string) {
+	if n <= MaxIgnoredRecords {
 		d.event(ctx, len(d.res.Attempts), "review_reminder", detail)
+	}
+}
+
+func (d *delivery) reminder(n int) activities.Reminder {
+	return activities.Reminder{
+		Key: d.res.Key, Destination: d.in.Destination, Number: n,
+		Tenant: d.in.Tenant, Operation: d.in.Operation.Operation, BusinessID: d.in.BusinessID,
+		WorkflowID: WorkflowID(d.res.Key), Since: d.res.Review.Requested, Reason: d.reason, Evidence: d.res.Review.Evidence,
 	}
 }
 
@@ -578,6 +726,7 @@ func (d *delivery) receiveReview(ctx workflow.Context, rd ReviewDecision, via st
 }
 
 func (d *delivery) record(ctx workflow.Context, rec ReviewRecord) ReviewRecord {
+	defer func() { workflow.SetCurrentDetails(ctx, d.details()) }()
 	rec.Received = workflow.Now(ctx)
 	if d.res.Review == nil {
 		d.res.Review = &Review{}
@@ -640,31 +789,6 @@ func (d *delivery) setState(ctx workflow.Context, s State) {
 	workflow.SetCurrentDetails(ctx, d.details())
 }
 
-func (d *delivery) details() string {
-	s := fmt.Sprintf("**%s** · %s → %s", d.stateName(), d.in.Operation.Operation, d.in.Destination)
-	if n := len(d.res.Attempts); n > 0 {
-		last := d.res.Attempts[n-1]
-		s += fmt.Sprintf("\n\nattempt %d: %s", n, last.Class)
-		if last.Error != "" {
-			s += " (" + last.Error + ")"
-		}
-	}
-	if d.state == StateAwaitingReview && d.res.Status == "" && d.res.Review != nil {
-		// Code blocks, so that what an operator copies pastes as typed.
-		s += "\n\n**Waiting for a review decision.** " + d.res.Review.Evidence +
-			"\n\nCheck the destination for the effect, then decide one of:\n\n```\n" +
-			fmt.Sprintf("courier review %s --decision delivered --resource-id ID --reviewer NAME --note \"found it\"\n", d.res.Key) +
-			fmt.Sprintf("courier review %s --decision retry --reviewer NAME --note \"it is not there\"\n", d.res.Key) +
-			fmt.Sprintf("courier review %s --decision abandon --reviewer NAME --note \"why\"\n", d.res.Key) +
-			"```\n\nor here, More Actions → Send an Update, name `review` (it refuses a bad decision; a signal ignores it):\n\n```\n" +
-			`{"decision": "delivered", "resource_id": "ID", "reviewer": "NAME", "note": "found it"}` + "\n```"
-	}
-	if d.res.Error != "" {
-		s += "\n\n" + d.res.Error
-	}
-	return s
-}
-
 // upsertState publishes the state for visibility queries. Only parking and
 // finishing do it, to keep the happy path's history one event over a bare
 // one-activity workflow.
@@ -723,6 +847,14 @@ func (d *delivery) finish(ctx workflow.Context, st Status, receipt *activities.R
 	// Deliver updates waiting for this end answer before the run closes.
 	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 		return DeliveryResult{}, err
+	}
+	if !st.Delivered() && d.desk(ctx) {
+		// Failed in the web UI's list, where Completed reads as delivered;
+		// the result travels in the failure (see NotDeliveredResult).
+		return d.res, temporal.NewApplicationErrorWithOptions(fmt.Sprintf("%s: %s", st, cause), ErrNotDelivered,
+			temporal.ApplicationErrorOptions{
+				NonRetryable: true, Details: []any{d.res}, Category: temporal.ApplicationErrorCategoryBenign,
+			})
 	}
 	return d.res, nil
 }

@@ -34,6 +34,11 @@ const (
 
 	// ErrInvalidReview is the error type of a review update the workflow refused.
 	ErrInvalidReview = "InvalidReview"
+	// ErrNotDelivered is the error type of a delivery that ended without an
+	// effect (rejected, conflict, attempt_limit, abandoned): the run fails,
+	// so the web UI shows it apart from the delivered ones, and the
+	// failure's details are its DeliveryResult.
+	ErrNotDelivered = "NotDelivered"
 	// ErrConflict is the error type of a deliver update refused because the
 	// delivery carries another payload; its details are the delivery's
 	// fingerprint, then the request's.
@@ -49,6 +54,38 @@ const (
 	// MetricUnknownOutcomes: attempts whose effect is uncertain (no answer
 	// after the request was, or may have been, written; or a 5xx).
 	MetricUnknownOutcomes = "courier_unknown_outcomes"
+
+	// What the web UI's dialogs and `temporal workflow metadata` say of the
+	// handlers.
+	describeStatus       = "The delivery as JSON: state, key, fingerprint, every attempt, the review's evidence and decisions, the receipt."
+	describeReviewUpdate = "Decide a delivery awaiting review; a bad decision is refused with the reason and changes nothing. " +
+		`Input: {"decision": "retry|delivered|abandon", "reviewer": "NAME", "note": "what you checked", "resource_id": "ID (with delivered)"}`
+	describeReviewSignal = "Decide a delivery awaiting review, unchecked: a bad decision is recorded and ignored, and the sender is not told. " +
+		"Prefer the review update. Same input."
+	describeRelease = "From the destination's gate: a delivery held at a paused or broken destination looks again. No input."
+	describeDeliver = `Start or join the delivery and wait until it is final or parked for review. Input: {"fingerprint": "the payload's"}`
+
+	// A destination's gate (see Destination): its workflow, the memo
+	// workers read it from, and its handlers.
+	DestinationWorkflowType = "Destination"
+	DestinationIDPrefix     = "destination-"
+	MemoGate                = "gate"
+	// QueryGate returns a DestinationState.
+	QueryGate = "state"
+	// UpdatePause and UpdateResume carry a PauseRequest and a ResumeRequest;
+	// UpdateProbe, the key of the attempt that would be the probe.
+	UpdatePause  = "pause"
+	UpdateResume = "resume"
+	UpdateProbe  = "probe"
+	// SignalReport carries a Report to the gate.
+	SignalReport = "report"
+	// SignalRelease tells a delivery held at its destination to look again.
+	SignalRelease = "release"
+	// ErrInvalidGateChange is the error type of a pause or resume refused.
+	ErrInvalidGateChange = "InvalidGateChange"
+	// MetricGateTransitions: a destination's gate changes, by destination and
+	// the state it changed to.
+	MetricGateTransitions = "courier_destination_transitions"
 
 	// Activity names.
 	ActivityAttempt      = "Attempt"
@@ -80,6 +117,9 @@ func DeliverUpdateID(fingerprint string, epoch int) string {
 	}
 	return UpdateDeliverIDPrefix + fingerprint
 }
+
+// DestinationWorkflowID is the ID of a destination's gate.
+func DestinationWorkflowID(name string) string { return DestinationIDPrefix + name }
 
 // WorkflowID is the ID of the delivery with this key.
 func WorkflowID(key string) string { return WorkflowIDPrefix + key }

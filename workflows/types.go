@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"go.temporal.io/sdk/temporal"
+
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/opkey"
@@ -32,6 +34,23 @@ const (
 	StatusAbandoned         Status = "abandoned"
 )
 
+// Delivered reports whether a final status means the effect is at the
+// destination.
+func (s Status) Delivered() bool {
+	return s == StatusCreated || s == StatusDuplicate || s == StatusDeliveredByReview
+}
+
+// NotDeliveredResult is the result of a delivery that ended without an
+// effect, from the error its run's Get returns (its failure's details).
+func NotDeliveredResult(err error) (DeliveryResult, bool) {
+	var app *temporal.ApplicationError
+	var res DeliveryResult
+	if !errors.As(err, &app) || app.Type() != ErrNotDelivered || app.Details(&res) != nil {
+		return DeliveryResult{}, false
+	}
+	return res, true
+}
+
 // State is where a running delivery is; a finished one's state is its Status.
 type State string
 
@@ -40,6 +59,10 @@ const (
 	StateRetryWait      State = "retry_wait"
 	StateReconciling    State = "reconciling"
 	StateAwaitingReview State = "awaiting_review"
+	// StatePaused and StateCircuitOpen: held, nothing sent, because the
+	// destination is paused or its breaker is open.
+	StatePaused      State = "paused"
+	StateCircuitOpen State = "circuit_open"
 )
 
 // Attempt is one attempt at the destination.
@@ -229,5 +252,7 @@ type Settled struct {
 type DeliveryStatus struct {
 	State     State           `json:"state"`
 	Operation opkey.Operation `json:"operation"`
+	// Hold is why a paused or circuit_open delivery waits.
+	Hold *activities.Hold `json:"hold,omitempty"`
 	DeliveryResult
 }

@@ -11,8 +11,24 @@ import (
 )
 
 // classify maps an HTTP answer onto a contract.Class: the one place where a
-// status code gets its meaning. contract.Next then decides what to do.
-func classify(status int, h http.Header, body []byte, m *contract.ReplayMarker) contract.Class {
+// status code gets its meaning. The destination's rules come first, in
+// order (rule is the index of the one that matched, or -1); then the
+// default reading. contract.Next then decides what to do.
+func classify(status int, h http.Header, body []byte, m *contract.ReplayMarker, rules []contract.Rule) (_ contract.Class, rule int) {
+	if len(rules) > 0 {
+		doc, _ := decodeBody(body)
+		for i, r := range rules {
+			if r.Status.Contains(status) && headerMatches(h, r.Header) && bodyMatches(doc, r.Body) {
+				return r.Class, i
+			}
+		}
+	}
+	return classifyDefault(status, h, body, m), -1
+}
+
+// classifyDefault is Courier's own reading of an answer; contract.MayHaveApplied
+// says which statuses it takes as possibly applied.
+func classifyDefault(status int, h http.Header, body []byte, m *contract.ReplayMarker) contract.Class {
 	switch {
 	case status >= 200 && status < 300:
 		if replayed(status, h, m) {
@@ -39,21 +55,36 @@ func classify(status int, h http.Header, body []byte, m *contract.ReplayMarker) 
 	return contract.ClassUnknown
 }
 
+func headerMatches(h http.Header, m *contract.Match) bool {
+	if m == nil {
+		return true
+	}
+	vs := h.Values(m.Name)
+	if len(vs) == 0 {
+		return false
+	}
+	for _, v := range vs {
+		if m.Accepts(v, true, true) {
+			return true
+		}
+	}
+	return false
+}
+
+func bodyMatches(doc any, m *contract.Match) bool {
+	if m == nil {
+		return true
+	}
+	v, found := m.Pointer.Lookup(doc)
+	return m.Accepts(scalarText(v), found, false)
+}
+
 func replayed(status int, h http.Header, m *contract.ReplayMarker) bool {
 	switch {
 	case m == nil:
 		return false
 	case m.Header != "":
-		v := h.Values(m.Header)
-		if m.Value == "" {
-			return len(v) > 0
-		}
-		for _, x := range v {
-			if strings.EqualFold(strings.TrimSpace(x), m.Value) {
-				return true
-			}
-		}
-		return false
+		return headerMatches(h, &contract.Match{Name: m.Header, Value: m.Value, Values: m.Values})
 	default:
 		return status == m.Status
 	}

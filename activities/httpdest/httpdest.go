@@ -1,11 +1,14 @@
-// Package httpdest delivers to HTTP destinations: one JSON POST per attempt,
-// classified by what the transport saw (was the request written? what came
-// back?) into a contract.Class.
+// Package httpdest delivers to HTTP destinations: one JSON request per
+// attempt, shaped by the destination's dialect (method, URL template, where
+// the key goes, signing), classified by what the transport saw (was the
+// request written? what came back?) into a contract.Class.
 package httpdest
 
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +17,8 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -38,20 +43,19 @@ type Adapter struct {
 	name string
 	d    contract.Destination
 	// auth is the full header value; it is only ever put in a request header.
-	auth   string
-	client *http.Client
+	auth string
+	// webhookKey signs requests, for auth kind standard-webhooks.
+	webhookKey []byte
+	client     *http.Client
 }
 
 var _ activities.Adapter = (*Adapter)(nil)
 
-// New builds the adapter for destination name, reading its secret once.
+// New builds the adapter for destination name, reading its secret and TLS
+// files once: a destination it cannot use stops the worker at start.
 func New(name string, d contract.Destination) (*Adapter, error) {
-	u, err := url.Parse(d.URL)
-	if err != nil {
+	if err := contract.CheckURL(d.URL); err != nil {
 		return nil, fmt.Errorf("url: %w", err)
-	}
-	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("url: %q is not an absolute http(s) URL", d.URL)
 	}
 	if d.Contract.Retry.AttemptTimeout <= 0 {
 		return nil, errors.New("contract.retry.attempt_timeout: required and positive")
@@ -62,15 +66,27 @@ func New(name string, d contract.Destination) (*Adapter, error) {
 		if err != nil {
 			return nil, fmt.Errorf("auth: %w", err)
 		}
-		a.auth = secret
-		if d.Auth.Scheme != "" {
-			a.auth = d.Auth.Scheme + " " + secret
+		switch d.Auth.Kind {
+		case contract.AuthStandardWebhooks:
+			if a.webhookKey, err = WebhookKey(secret); err != nil {
+				return nil, fmt.Errorf("auth: %w", err)
+			}
+		default:
+			a.auth = secret
+			if d.Auth.Scheme != "" {
+				a.auth = d.Auth.Scheme + " " + secret
+			}
 		}
+	}
+	tlsConfig, err := clientTLS(d.TLS)
+	if err != nil {
+		return nil, err
 	}
 	a.client = &http.Client{
 		Transport: &http.Transport{
 			Proxy:                 http.ProxyFromEnvironment,
 			DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			TLSClientConfig:       tlsConfig,
 			TLSHandshakeTimeout:   10 * time.Second,
 			ExpectContinueTimeout: time.Second,
 			// A fresh connection per attempt: on a reused keep-alive
@@ -81,10 +97,36 @@ func New(name string, d contract.Destination) (*Adapter, error) {
 			DisableKeepAlives: true,
 		},
 		// A redirect is classified, not followed: following a 307 would
-		// resend the POST.
+		// resend the request.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	return a, nil
+}
+
+// clientTLS reads a destination's TLS files; nil without tls options.
+func clientTLS(t *contract.TLS) (*tls.Config, error) {
+	if t == nil {
+		return nil, nil
+	}
+	c := &tls.Config{ServerName: t.ServerName, MinVersion: tls.VersionTLS12}
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls.ca_file: %w", err)
+		}
+		c.RootCAs = x509.NewCertPool()
+		if !c.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("tls.ca_file: %s holds no PEM certificate", t.CAFile)
+		}
+	}
+	if t.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls.cert_file, tls.key_file: %w", err)
+		}
+		c.Certificates = []tls.Certificate{cert}
+	}
+	return c, nil
 }
 
 // String names the adapter without its credential.
@@ -109,21 +151,12 @@ func (a *Adapter) Deliver(ctx context.Context, req activities.Request) activitie
 		WroteHeaders: func() { mayBeWritten.Store(true) },
 		WroteRequest: func(httptrace.WroteRequestInfo) { mayBeWritten.Store(true) },
 	}
-	hr, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, a.d.URL, bytes.NewReader(req.Payload))
+	hr, err := a.request(httptrace.WithClientTrace(ctx, trace), req, c)
 	if err != nil {
-		return activities.Outcome{Class: contract.ClassNotSent, Error: fmt.Sprintf("building the request: %v", err)}
+		// Nothing was sent, and sending again cannot help: the delivery
+		// does not fit the destination's request template.
+		return activities.Outcome{Class: contract.ClassRejected, Error: "not sent: " + err.Error()}
 	}
-	// Without GetBody the transport cannot replay the body. Go's
-	// http.Transport otherwise treats a POST carrying Idempotency-Key as
-	// replayable and may resend it by itself on a broken reused connection;
-	// Courier owns every retry and must count each one.
-	hr.GetBody = nil
-	hr.Header.Set("Content-Type", "application/json")
-	hr.Header.Set("Accept", "application/json")
-	if h := c.KeyHeader; h != "" {
-		hr.Header.Set(h, req.Key)
-	}
-	a.authorize(hr)
 
 	resp, err := a.client.Do(hr)
 	if err != nil {
@@ -143,10 +176,8 @@ func (a *Adapter) Deliver(ctx context.Context, req activities.Request) activitie
 	if tooLarge {
 		body = nil
 	}
-	out := activities.Outcome{
-		Class:      classify(resp.StatusCode, resp.Header, body, c.ReplayMarker),
-		StatusCode: resp.StatusCode,
-	}
+	class, rule := classify(resp.StatusCode, resp.Header, body, c.ReplayMarker, a.d.Rules)
+	out := activities.Outcome{Class: class, StatusCode: resp.StatusCode}
 	switch out.Class {
 	case contract.ClassCreated, contract.ClassReplayed:
 		if readErr != nil {
@@ -156,7 +187,7 @@ func (a *Adapter) Deliver(ctx context.Context, req activities.Request) activitie
 			out.Error = fmt.Sprintf("HTTP %d, then the response body broke off: %s", resp.StatusCode, afterWrite(ctx, readErr, timeout))
 			return out
 		}
-		r := receipt(resp.StatusCode, body)
+		r := receiptFrom(resp.StatusCode, resp.Header, body, a.d.Receipt)
 		r.Replayed = out.Class == contract.ClassReplayed
 		out.Receipt = &r
 		if tooLarge {
@@ -164,10 +195,13 @@ func (a *Adapter) Deliver(ctx context.Context, req activities.Request) activitie
 		}
 	default:
 		out.Error = fmt.Sprintf("HTTP %d%s", resp.StatusCode, excerpt(body))
+		if rule >= 0 {
+			out.Error += fmt.Sprintf(" (read as %s by rules[%d])", out.Class, rule)
+		}
 		if out.Class == contract.ClassUnknown && resp.StatusCode < 400 {
 			out.Error += " (redirects are not followed)"
 		}
-		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
+		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 || out.Class == contract.ClassThrottled {
 			out.RetryAfter = retryAfter(resp.Header.Get("Retry-After"), time.Now())
 		}
 	}
@@ -179,10 +213,10 @@ func (a *Adapter) Lookup(ctx context.Context, req activities.Request) (activitie
 	if a.d.LookupURL == "" {
 		return activities.Found{}, fmt.Errorf("destination %s has no lookup_url", a.name)
 	}
-	u := strings.NewReplacer(
-		"{key}", url.QueryEscape(req.Key),
-		"{business_id}", url.QueryEscape(req.BusinessID),
-	).Replace(a.d.LookupURL)
+	u, err := contract.ExpandURL(a.d.LookupURL, urlValues(req))
+	if err != nil {
+		return activities.Found{}, fmt.Errorf("lookup_url: %w", err)
+	}
 
 	ctx, cancel := context.WithTimeout(ctx, req.ContractOr(a.d.Contract).Retry.AttemptTimeout.D())
 	defer cancel()
@@ -206,7 +240,7 @@ func (a *Adapter) Lookup(ctx context.Context, req activities.Request) (activitie
 	}
 	switch resp.StatusCode {
 	case http.StatusOK:
-		r := receipt(resp.StatusCode, body)
+		r := receiptFrom(resp.StatusCode, resp.Header, body, a.d.Receipt)
 		return activities.Found{Found: true, Receipt: &r}, nil
 	case http.StatusNotFound:
 		return activities.Found{}, nil
@@ -215,7 +249,7 @@ func (a *Adapter) Lookup(ctx context.Context, req activities.Request) (activitie
 }
 
 func (a *Adapter) authorize(hr *http.Request) {
-	if a.d.Auth != nil {
+	if a.auth != "" {
 		hr.Header.Set(a.d.Auth.Header, a.auth)
 	}
 }
@@ -244,40 +278,81 @@ func cause(err error) string {
 	return err.Error()
 }
 
-// receipt reads the resource id and status from a JSON body; a body that is
-// not a JSON object gives a receipt with just the status code.
+// receipt reads the resource id and status from a JSON body the default
+// way; a body that is not a JSON object gives just the status code.
 func receipt(status int, body []byte) activities.Receipt {
+	return receiptFrom(status, nil, body, nil)
+}
+
+// receiptFrom reads a receipt where spec says (nil: a top-level id,
+// ticket_id or resource_id, and status).
+func receiptFrom(status int, h http.Header, body []byte, spec *contract.ReceiptSpec) activities.Receipt {
 	r := activities.Receipt{StatusCode: status}
-	var fields map[string]json.RawMessage
-	if json.Unmarshal(body, &fields) != nil {
+	if spec != nil && spec.IDFromLocation {
+		r.ResourceID = locationID(h.Get("Location"))
+	}
+	doc, _ := decodeBody(body)
+	if _, isObject := doc.(map[string]any); !isObject {
 		return r
 	}
-	for _, name := range []string{"id", "ticket_id", "resource_id"} {
-		if id := scalar(fields[name]); id != "" {
-			r.ResourceID = id
-			break
-		}
-	}
-	r.Status = scalar(fields["status"])
 	if len(body) <= maxReceiptBody {
 		r.Body = json.RawMessage(bytes.Clone(body))
+	}
+	if spec == nil {
+		spec = &contract.ReceiptSpec{Status: "/status"}
+		for _, p := range []contract.Pointer{"/id", "/ticket_id", "/resource_id"} {
+			if v, _ := p.Lookup(doc); scalarText(v) != "" {
+				spec.ID = p
+				break
+			}
+		}
+	}
+	if spec.ID != "" {
+		v, _ := spec.ID.Lookup(doc)
+		r.ResourceID = scalarText(v)
+	}
+	if spec.Status != "" {
+		v, _ := spec.Status.Lookup(doc)
+		r.Status = scalarText(v)
 	}
 	return r
 }
 
-// scalar renders a JSON string or number as text ("ticket-1", 42).
-func scalar(raw json.RawMessage) string {
-	var v any
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.UseNumber()
-	if len(raw) == 0 || d.Decode(&v) != nil {
+// locationID is the last path segment of a Location header, unescaped.
+func locationID(loc string) string {
+	u, err := url.Parse(strings.TrimSpace(loc))
+	if err != nil {
 		return ""
 	}
+	p := strings.TrimSuffix(u.EscapedPath(), "/")
+	seg, err := url.PathUnescape(p[strings.LastIndexByte(p, '/')+1:])
+	if err != nil {
+		return ""
+	}
+	return seg
+}
+
+// decodeBody decodes a JSON body, numbers kept as written.
+func decodeBody(body []byte) (any, bool) {
+	d := json.NewDecoder(bytes.NewReader(body))
+	d.UseNumber()
+	var v any
+	if len(body) == 0 || d.Decode(&v) != nil {
+		return nil, false
+	}
+	return v, true
+}
+
+// scalarText renders a JSON string, number or boolean as text ("ticket-1",
+// 42, true); anything else as "".
+func scalarText(v any) string {
 	switch v := v.(type) {
 	case string:
 		return v
 	case json.Number:
 		return v.String()
+	case bool:
+		return strconv.FormatBool(v)
 	}
 	return ""
 }

@@ -20,6 +20,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/abde64c9/courier/activities"
@@ -129,7 +130,7 @@ func Run(ctx context.Context, name string, d contract.Destination, ad activities
 		return Report{}, err
 	}
 	p := &prober{
-		ad: ad, c: d.Contract,
+		ad: ad, c: d.Contract, rules: d.Rules,
 		req: activities.Request{
 			Key: opkey.Key(op), Fingerprint: fp, Tenant: op.Tenant, Destination: name,
 			Operation: op.Operation, BusinessID: op.BusinessID, Payload: o.Payload,
@@ -154,10 +155,11 @@ func Run(ctx context.Context, name string, d contract.Destination, ad activities
 }
 
 type prober struct {
-	ad  activities.Adapter
-	c   contract.Contract
-	req activities.Request
-	r   Report
+	ad    activities.Adapter
+	c     contract.Contract
+	rules []contract.Rule
+	req   activities.Request
+	r     Report
 }
 
 func (p *prober) conclude(v Verdict, format string, args ...any) {
@@ -215,8 +217,8 @@ func (p *prober) first(ctx context.Context) (activities.Outcome, bool) {
 			"Pass a payload it accepts with --payload", out.Error)
 	case contract.ClassReplayed:
 		p.conclude(Violation, "the first send of a key never used before came back as a replay (status %d): "+
-			"the replay_marker %s also matches new effects, so Courier would report every delivery as a duplicate",
-			out.StatusCode, markerString(p.c.ReplayMarker))
+			"%s also matches new effects, so Courier would report every delivery as a duplicate",
+			out.StatusCode, p.replayRecognisedBy(out.StatusCode))
 	default:
 		p.conclude(Inconclusive, "the first send did not get a receipt (%s: %s); run the probe again when the destination is reachable",
 			out.Class, out.Error)
@@ -242,7 +244,8 @@ func (p *prober) replays(ctx context.Context) {
 				"the destination ignores the key and made two effects", id1, id2)
 			return
 		}
-		p.conclude(Passed, "replays: the second send with the same key returned the first receipt (%s) and made no second effect", id1)
+		p.conclude(Passed, "replays: the second send with the same key returned the first receipt (%s), recognised as a replay by %s, and made no second effect",
+			id1, p.replayRecognisedBy(two.StatusCode))
 	case contract.ClassCreated:
 		if id1 == "" || id2 == "" {
 			p.conclude(Inconclusive, "both sends answered as new and the receipts carry no resource id to compare: "+
@@ -250,6 +253,13 @@ func (p *prober) replays(ctx context.Context) {
 			return
 		}
 		if id1 == id2 {
+			if p.c.ReplayMarker == nil {
+				p.conclude(Passed, "replays without a marker: the second send returned the first receipt (%s) as if new, and made no second effect", id1)
+				p.r.Warnings = append(p.r.Warnings,
+					"no replay_marker is declared: after a lost response Courier reports the repeat as created, not duplicate (still one effect, the first receipt); "+
+						"if the destination marks replays, set replay_marker to what it sends (or write a rule naming replayed)")
+				return
+			}
 			p.conclude(Passed, "replays: the second send returned the first receipt (%s), but without the declared replay marker", id1)
 			p.r.Warnings = append(p.r.Warnings, fmt.Sprintf(
 				"the replay was not recognised (replay_marker %s): Courier reports a repeat as created, not duplicate; set replay_marker to what the destination sends",
@@ -343,16 +353,36 @@ func orNone(id string) string {
 }
 
 func keyName(c contract.Contract) string {
-	if c.KeyHeader != "" {
+	switch {
+	case c.KeyHeader != "" && c.KeyField != "":
+		return fmt.Sprintf("%s and body field %s", c.KeyHeader, c.KeyField)
+	case c.KeyHeader != "":
 		return c.KeyHeader
+	case c.KeyField != "":
+		return "key in body field " + string(c.KeyField)
 	}
 	return "key"
+}
+
+// replayRecognisedBy names what made an answer of this status a replay:
+// the first rule naming replayed for it, else the replay marker.
+func (p *prober) replayRecognisedBy(status int) string {
+	for i, r := range p.rules {
+		if r.Class == contract.ClassReplayed && r.Status.Contains(status) {
+			return fmt.Sprintf("rules[%d] (status %s)", i, r.Status)
+		}
+	}
+	return "replay_marker " + markerString(p.c.ReplayMarker)
 }
 
 func markerString(m *contract.ReplayMarker) string {
 	switch {
 	case m == nil:
 		return "(none declared)"
+	case m.Header != "" && len(m.Values) > 0:
+		return fmt.Sprintf("header %s: one of %s", m.Header, strings.Join(m.Values, ", "))
+	case m.Header != "" && m.Value == "":
+		return fmt.Sprintf("header %s present", m.Header)
 	case m.Header != "":
 		return fmt.Sprintf("header %s: %s", m.Header, m.Value)
 	}

@@ -19,7 +19,9 @@ func sandboxCommand() *cobra.Command {
 		Short: "serve the sandbox destinations (a ticket service for trying Courier)",
 		Long: `Serves the sandbox ticket service: one destination per kind of provider
 (helpdesk honours idempotency keys, ignoring ignores them, legacy has none,
-crm can be searched by key), tickets kept in a SQLite file, and admin
+crm can be searched by key), one per vendor dialect of config/examples
+(stripe, stripe-ignoring, adyen, paypal, square, webhooks, things), tickets
+kept in a SQLite file, and admin
 endpoints to stage faults (POST /admin/faults) and read what was stored
 (GET /admin/records?destination=NAME, /admin/requests?destination=NAME).`,
 		Args:        noArgs,
@@ -34,7 +36,7 @@ endpoints to stage faults (POST /admin/faults) and read what was stored
 			return err
 		}
 		slog.SetDefault(logger) // the sandbox logs through the default logger
-		err = sandbox.ListenAndServe(c.Context(), addr, db, sandbox.DefaultModes())
+		err = sandbox.ListenAndServe(c.Context(), addr, db, sandbox.DevModes())
 		if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "listen" {
 			return fmt.Errorf("%w (pick another address with --addr)", err)
 		}

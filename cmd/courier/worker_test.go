@@ -66,6 +66,19 @@ func TestWorkerCommandRefusesBadSetup(t *testing.T) {
 			return []string{"--destinations", writeDestinations(t, strings.Replace(goodDestinations, `"contract"`,
 				`"auth": {"header": "Authorization", "secret_env": "COURIER_TEST_HELPDESK_TOKEN"}, "contract"`, 1))}
 		}, 0, []string{`destination "helpdesk"`, "COURIER_TEST_HELPDESK_TOKEN is not set"}},
+		{"unknown placeholder", func(t *testing.T) []string {
+			return []string{"--destinations", writeDestinations(t,
+				strings.Replace(goodDestinations, "/helpdesk/tickets", "/helpdesk/{ticket}", 1))}
+		}, 0, []string{`destination "helpdesk" (line 3)`, "url: unknown placeholder {ticket}"}},
+		{"key over the payload", func(t *testing.T) []string {
+			f := strings.Replace(goodDestinations, `"dedup": "key"`, `"dedup": "key", "key_field": "/data"`, 1)
+			f = strings.Replace(f, `"adapter": "http"`, `"adapter": "http", "body": {"under": "/data/ticket"}`, 1)
+			return []string{"--destinations", writeDestinations(t, f)}
+		}, 0, []string{`destination "helpdesk"`, "contract.key_field: /data would replace the payload placed at body.under /data/ticket"}},
+		{"unreadable TLS file", func(t *testing.T) []string {
+			return []string{"--destinations", writeDestinations(t, strings.Replace(goodDestinations, `"contract"`,
+				`"tls": {"ca_file": "/nonexistent/partner-ca.pem"}, "contract"`, 1))}
+		}, 0, []string{`destination "helpdesk"`, "tls.ca_file", "partner-ca.pem", "no such file"}},
 		{"bad log format", func(t *testing.T) []string {
 			return []string{"--destinations", writeDestinations(t, goodDestinations), "--log-format", "xml"}
 		}, 2, []string{`log format "xml"`}},

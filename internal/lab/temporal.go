@@ -78,7 +78,7 @@ func StartTemporal(ctx context.Context, o TemporalOptions) (*Temporal, error) {
 			}
 		}
 		if t.o.MetricsPort == 0 {
-			if t.o.MetricsPort, err = freePort(); err != nil {
+			if t.o.MetricsPort, err = FreePort(); err != nil {
 				return nil, err
 			}
 		}
@@ -214,7 +214,8 @@ func FreeAddr() (string, error) {
 	return ln.Addr().String(), nil
 }
 
-func freePort() (int, error) {
+// FreePort is a loopback port free at the time of asking.
+func FreePort() (int, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err

@@ -1,0 +1,74 @@
+package probe_test
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/abde64c9/courier/activities/httpdest"
+	"github.com/abde64c9/courier/activities/probe"
+	"github.com/abde64c9/courier/internal/lab"
+	"github.com/abde64c9/courier/sandbox"
+)
+
+// TestDialectExamples probes every example destinations file against its
+// sandbox personality: each passes and says how its replays look; the
+// Stripe-like file pointed at a personality that ignores the key is a
+// contract violation.
+func TestDialectExamples(t *testing.T) {
+	t.Setenv("COURIER_WEBHOOK_SECRET", sandbox.WebhookSecret)
+	sb, err := lab.StartSandbox(filepath.Join(t.TempDir(), lab.SandboxDB), "", sandbox.DialectModes())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sb.Close() })
+	examples, err := lab.Examples(filepath.Join("..", "..", "config", "examples"), sb.URL)
+	require.NoError(t, err)
+	require.Len(t, examples, 6)
+
+	// How each dialect's replay is recognised, in the probe's words.
+	replay := map[string]string{
+		"stripe":   "replay_marker header Idempotent-Replayed: true",
+		"adyen":    "replay_marker header Idempotency-Key present",
+		"paypal":   "replay_marker status 200",
+		"square":   "replays without a marker",
+		"webhooks": "rules[0] (status 200)",
+		"things":   "replay_marker status 200",
+	}
+	for _, ex := range examples {
+		for _, name := range ex.Config.Names() {
+			t.Run(ex.File+"/"+name, func(t *testing.T) {
+				d := ex.Config.Destinations[name]
+				ad, err := httpdest.New(name, d)
+				require.NoError(t, err)
+				r, err := probe.Run(context.Background(), name, d, ad, probe.Options{})
+				require.NoError(t, err)
+				require.Equal(t, probe.Passed, r.Verdict, "%s", r.Finding)
+				require.Contains(t, r.Finding, replay[name])
+				require.Len(t, r.Effects, 1, "one probe effect: %v", r.Effects)
+				recs, err := sb.Records(lab.SandboxService(d))
+				require.NoError(t, err)
+				require.Len(t, recs, 1, "the destination stored one effect")
+				require.Equal(t, r.Effects[0], recs[0].TicketID)
+			})
+		}
+	}
+
+	t.Run("stripe ignoring the key", func(t *testing.T) {
+		i := slices.IndexFunc(examples, func(ex lab.Example) bool { return ex.File == "stripe.json" })
+		d := examples[i].Config.Destinations["stripe"]
+		d.URL = strings.Replace(d.URL, "/stripe/", "/stripe-ignoring/", 1)
+		ad, err := httpdest.New("stripe", d)
+		require.NoError(t, err)
+		r, err := probe.Run(context.Background(), "stripe", d, ad, probe.Options{})
+		require.NoError(t, err)
+		require.Equal(t, probe.Violation, r.Verdict)
+		require.Contains(t, r.Finding, "CONTRACT VIOLATION")
+		require.Contains(t, r.Finding, "Idempotency-Key")
+		recs, err := sb.Records("stripe-ignoring")
+		require.NoError(t, err)
+		require.Len(t, recs, 2, "the key-ignoring destination made two effects")
+	})
+}

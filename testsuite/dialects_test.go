@@ -1,0 +1,123 @@
+package testsuite
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/internal/lab"
+	"github.com/abde64c9/courier/sandbox"
+	"github.com/abde64c9/courier/starter"
+	"github.com/abde64c9/courier/workflows"
+)
+
+// TestRealDialects delivers through every example destinations file, on
+// the real dev server with real `courier worker` processes, to its sandbox
+// personality, counting effects in the sandbox's own store: a delivery and
+// its repeat are created then duplicate; a response lost after the commit
+// is retried under the same key and recognised (one effect); the same key
+// with another payload, sent from a second namespace (as a second Courier
+// installation would), is a conflict, never rejected.
+func TestRealDialects(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	srv := sharedServer(t)
+	courier := courierPath(t)
+	dir := t.TempDir()
+	sb, err := lab.StartSandbox(filepath.Join(dir, lab.SandboxDB), "", sandbox.DialectModes())
+	require.NoError(t, err)
+	defer sb.Close()
+	examples, err := lab.Examples(filepath.Join("..", "config", "examples"), sb.URL)
+	require.NoError(t, err)
+
+	// All examples in one workers' file: each is loaded as its own file
+	// above, and their destination names differ.
+	all := contract.Config{Destinations: map[string]contract.Destination{}}
+	for _, ex := range examples {
+		for name, d := range ex.Config.Destinations {
+			require.NotContains(t, all.Destinations, name, ex.File)
+			all.Destinations[name] = d
+		}
+	}
+	cfgPath := filepath.Join(dir, lab.DestinationsFile)
+	require.NoError(t, lab.WriteDestinations(cfgPath, all))
+	effects, err := lab.OpenEffects(sb.Server, all)
+	require.NoError(t, err)
+	defer effects.Close()
+
+	runID := newLab(t).RunID
+	namespaces := [2]*lab.Temporal{}
+	for i := range namespaces {
+		namespaces[i], err = lab.StartTemporal(ctx, lab.TemporalOptions{
+			Address: srv.HostPort, Namespace: "dialects-" + runID + "-" + string(rune('a'+i)), Logger: testLogger})
+		require.NoError(t, err)
+		defer namespaces[i].Close()
+		w, err := lab.StartWorker(ctx, lab.WorkerOptions{
+			Courier: courier, Destinations: cfgPath, Temporal: namespaces[i],
+			Env: []string{"COURIER_WEBHOOK_SECRET=" + sandbox.WebhookSecret},
+		})
+		require.NoError(t, err)
+		defer func() { _, _ = w.Stop(30 * time.Second) }()
+	}
+	st, other := starter.New(namespaces[0].Client()), starter.New(namespaces[1].Client())
+
+	// After a lost response, the retry's answer: a replay where the
+	// dialect marks one, else the first receipt again, read as new.
+	afterLoss := map[string]workflows.Status{"square": workflows.StatusCreated}
+
+	for _, name := range all.Names() {
+		t.Run(name, func(t *testing.T) {
+			svc := lab.SandboxService(all.Destinations[name])
+			count := func(id string) (int, []lab.Effect) {
+				t.Helper()
+				n, err := effects.Count(ctx, name, id)
+				require.NoError(t, err)
+				byID, err := effects.All(ctx)
+				require.NoError(t, err)
+				return n, byID[id]
+			}
+
+			id := name + "-" + runID
+			in := lab.TicketInput(name, id)
+			first, err := st.Deliver(ctx, in)
+			require.NoError(t, err)
+			require.Equal(t, workflows.StatusCreated, first.Status, "%+v", first.Attempts)
+			again, err := st.Deliver(ctx, in)
+			require.NoError(t, err)
+			require.Equal(t, workflows.StatusDuplicate, again.Status)
+			n, stored := count(id)
+			require.Equal(t, 1, n)
+			require.Equal(t, stored[0].ID, first.Receipt.ResourceID, "the receipt names the stored effect")
+			require.Equal(t, first.Receipt.ResourceID, again.Receipt.ResourceID)
+
+			lost := name + "-lost-" + runID
+			require.NoError(t, sb.Inject(svc, sandbox.Fault{Kind: sandbox.FaultCloseAfterCommit}))
+			res, err := st.Deliver(ctx, lab.TicketInput(name, lost))
+			require.NoError(t, err)
+			want := workflows.StatusDuplicate
+			if s, ok := afterLoss[name]; ok {
+				want = s
+			}
+			require.Equal(t, want, res.Status, "%+v", res.Attempts)
+			require.Len(t, res.Attempts, 2)
+			require.Equal(t, contract.ClassUnknown, res.Attempts[0].Class)
+			n, stored = count(lost)
+			require.Equal(t, 1, n, "the retry under the same key made no second effect")
+			require.Equal(t, stored[0].ID, res.Receipt.ResourceID)
+
+			// The same operation, so the same key, with another payload.
+			reused := lab.TicketInput(name, id)
+			reused.Payload = lab.Ticket(id, "another subject for the same key")
+			res, err = other.Deliver(ctx, reused)
+			require.NoError(t, err)
+			require.Equal(t, workflows.StatusConflict, res.Status, "%+v", res.Attempts)
+			require.Equal(t, contract.ClassConflict, res.Attempts[len(res.Attempts)-1].Class)
+			n, _ = count(id)
+			require.Equal(t, 1, n, "nothing applied for the other payload")
+		})
+	}
+}

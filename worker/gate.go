@@ -1,0 +1,249 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	batchpb "go.temporal.io/api/batch/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/abde64c9/courier/activities"
+	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/workflows"
+)
+
+// MetricDestinationState is a gauge per destination and gate state: 1 for
+// the state the worker last read, 0 for the others.
+const MetricDestinationState = "courier_destination_state"
+
+const (
+	// gateFresh is how old a gate's state may be when an attempt is
+	// admitted: a pause reaches every worker within it.
+	gateFresh = time.Second
+	// gateWatchEvery refreshes every destination's state for the gauge.
+	gateWatchEvery = 10 * time.Second
+	// defaultReleaseRate paces a release for a destination with no rate limit.
+	defaultReleaseRate = 10
+)
+
+// GateFresh is how long a pause or resume takes to reach every worker.
+const GateFresh = gateFresh
+
+// Gate is the worker's side of its destinations' gates: it reads each
+// gate's memo, asks for the probe by update, reports attempts by
+// signal-with-start, and releases held deliveries by batch signal.
+type Gate struct {
+	c         client.Client
+	namespace string
+	dc        converter.DataConverter
+	cfg       contract.Config
+	log       *slog.Logger
+	gauges    map[string]map[string]client.MetricsGauge
+
+	mu    sync.Mutex
+	cache map[string]gateRead
+}
+
+type gateRead struct {
+	at    time.Time
+	state *workflows.DestinationState // nil: no gate, so closed
+}
+
+var _ activities.Gate = (*Gate)(nil)
+
+// NewGate returns the gate for the destinations of cfg.
+func NewGate(c client.Client, namespace string, dc converter.DataConverter, cfg contract.Config, h client.MetricsHandler, log *slog.Logger) *Gate {
+	if dc == nil {
+		dc = converter.GetDefaultDataConverter()
+	}
+	g := &Gate{c: c, namespace: namespace, dc: dc, cfg: cfg, log: log, cache: map[string]gateRead{}, gauges: map[string]map[string]client.MetricsGauge{}}
+	for _, name := range cfg.Names() {
+		g.gauges[name] = map[string]client.MetricsGauge{}
+		for _, st := range []string{workflows.GateClosed, workflows.GateOpen, workflows.GateHalfOpen, workflows.GatePaused} {
+			g.gauges[name][st] = h.WithTags(map[string]string{"destination": name, "state": st}).Gauge(MetricDestinationState)
+		}
+	}
+	return g
+}
+
+// State reads a destination's gate, at most maxAge old; nil: none (closed).
+func (g *Gate) State(ctx context.Context, dest string, maxAge time.Duration) (*workflows.DestinationState, error) {
+	g.mu.Lock()
+	r, ok := g.cache[dest]
+	g.mu.Unlock()
+	if ok && time.Since(r.at) < maxAge {
+		return r.state, nil
+	}
+	st, err := ReadGate(ctx, g.c, g.dc, dest)
+	if err != nil {
+		return nil, err
+	}
+	g.mu.Lock()
+	g.cache[dest] = gateRead{at: time.Now(), state: st}
+	g.mu.Unlock()
+	state := workflows.GateClosed
+	if st != nil {
+		state = st.State
+	}
+	for s, gauge := range g.gauges[dest] {
+		if s == state {
+			gauge.Update(1)
+		} else {
+			gauge.Update(0)
+		}
+	}
+	return st, nil
+}
+
+// ReadGate reads a destination's gate from its workflow's memo; nil when it
+// has none (never paused, breaker never tripped): closed.
+func ReadGate(ctx context.Context, c client.Client, dc converter.DataConverter, dest string) (*workflows.DestinationState, error) {
+	desc, err := c.DescribeWorkflowExecution(ctx, workflows.DestinationWorkflowID(dest), "")
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the gate of %s: %w", dest, err)
+	}
+	p, ok := desc.GetWorkflowExecutionInfo().GetMemo().GetFields()[workflows.MemoGate]
+	if !ok {
+		return nil, nil // started, nothing published yet: closed
+	}
+	var st workflows.DestinationState
+	if err := dc.FromPayload(p, &st); err != nil {
+		return nil, fmt.Errorf("decode the gate of %s: %w", dest, err)
+	}
+	return &st, nil
+}
+
+// Admit says whether an attempt may be sent now; see activities.Gate.
+func (g *Gate) Admit(ctx context.Context, dest, key string) (*activities.Hold, error) {
+	st, err := g.State(ctx, dest, gateFresh)
+	if err != nil || st == nil {
+		return nil, err
+	}
+	hold, probe := st.Hold(time.Now())
+	if !probe {
+		return hold, nil
+	}
+	h, err := g.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: workflows.DestinationWorkflowID(dest), UpdateName: workflows.UpdateProbe,
+		Args: []any{key}, WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	var granted bool
+	if err == nil {
+		err = h.Get(ctx, &granted)
+	}
+	g.forget(dest)
+	if err != nil {
+		return nil, fmt.Errorf("ask %s's gate for the probe: %w", dest, err)
+	}
+	if granted {
+		g.log.Info("probe attempt let through", "destination", dest, "key", key)
+		return nil, nil
+	}
+	hold.Until = time.Now().Add(holdRecheck)
+	return hold, nil
+}
+
+// holdRecheck is when an attempt denied the probe looks again; the probe's
+// answer releases it sooner.
+const holdRecheck = 30 * time.Second
+
+// Report tells the gate an attempt's class when it can move the breaker:
+// a failure where a breaker is configured, or any answer while the breaker
+// is not plainly closed. A healthy destination costs no report.
+func (g *Gate) Report(ctx context.Context, dest, key string, out activities.Outcome) {
+	b := g.cfg.Destinations[dest].Contract.Breaker
+	g.mu.Lock()
+	st := g.cache[dest].state
+	g.mu.Unlock()
+	tripped := st != nil && (st.Breaker.State != workflows.GateClosed || st.Breaker.Failures > 0)
+	if !(b != nil && out.Class.FoundDown()) && !(tripped && (out.Class.FoundDown() || out.Class.Answered() || b == nil)) {
+		return
+	}
+	r := workflows.Report{Class: out.Class, Key: key, Breaker: b, At: time.Now(), Error: excerpt(out.Error, 200)}
+	_, err := g.c.SignalWithStartWorkflow(ctx, workflows.DestinationWorkflowID(dest), workflows.SignalReport, r,
+		client.StartWorkflowOptions{ID: workflows.DestinationWorkflowID(dest), TaskQueue: workflows.TaskQueue},
+		workflows.DestinationWorkflowType, workflows.DestinationInput{Name: dest})
+	if err != nil {
+		g.log.Warn("report to the destination's gate failed", "destination", dest, "error", err)
+	}
+	g.forget(dest)
+}
+
+func (g *Gate) forget(dest string) {
+	g.mu.Lock()
+	delete(g.cache, dest)
+	g.mu.Unlock()
+}
+
+// Release signals every delivery held at dest to look again, in one batch
+// job paced at the destination's rate limit: a destination back from an
+// outage gets its backlog at the pace it declared, not all at once.
+func (g *Gate) Release(ctx context.Context, dest string) error {
+	rps := g.cfg.Destinations[dest].RateLimit
+	if rps <= 0 {
+		rps = defaultReleaseRate
+	}
+	payloads, err := g.dc.ToPayloads()
+	if err != nil {
+		return err
+	}
+	query := HeldQuery(dest)
+	_, err = g.c.WorkflowService().StartBatchOperation(ctx, &workflowservice.StartBatchOperationRequest{
+		Namespace: g.namespace, JobId: "release-" + dest + "-" + uuid.NewString()[:8],
+		VisibilityQuery: query, Reason: "courier: " + dest + " may be sent to again",
+		MaxOperationsPerSecond: float32(rps),
+		Operation: &workflowservice.StartBatchOperationRequest_SignalOperation{SignalOperation: &batchpb.BatchOperationSignal{
+			Signal: workflows.SignalRelease, Input: payloads, Identity: "courier-gate",
+		}},
+	})
+	if err != nil {
+		return fmt.Errorf("release the deliveries held at %s: %w", dest, err)
+	}
+	g.log.Info("releasing held deliveries", "destination", dest, "query", query, "per_second", rps)
+	return nil
+}
+
+// HeldQuery finds the deliveries held at a destination.
+func HeldQuery(dest string) string {
+	return fmt.Sprintf(`WorkflowType = %q AND ExecutionStatus = "Running" AND %s = %q AND %s IN (%q, %q)`,
+		workflows.WorkflowType, workflows.SADestination.GetName(), dest, workflows.SAState.GetName(),
+		workflows.StatePaused, workflows.StateCircuitOpen)
+}
+
+// watch refreshes every destination's state for the gauge until ctx ends.
+func (g *Gate) watch(ctx context.Context) {
+	t := time.NewTicker(gateWatchEvery)
+	defer t.Stop()
+	for {
+		for _, name := range g.cfg.Names() {
+			if _, err := g.State(ctx, name, gateWatchEvery/2); err != nil && ctx.Err() == nil {
+				g.log.Debug("read a destination's gate", "destination", name, "error", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func excerpt(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
+}

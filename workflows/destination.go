@@ -1,0 +1,431 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/abde64c9/courier/activities"
+	"github.com/abde64c9/courier/contract"
+)
+
+// A destination's gate: one long-running Destination workflow per
+// destination (ID destination-<name>) holds whether attempts may reach it,
+// for every worker and across restarts. An operator pauses and resumes it;
+// its circuit breaker opens on the failures workers report and lets one
+// probe through after a cool-down. Workers read its state from its memo
+// (MemoGate) and hold attempts back while it is not closed; deliveries held
+// back wait until it releases them.
+
+// Gate states.
+const (
+	GateClosed   = "closed"
+	GateOpen     = "open"
+	GateHalfOpen = "half_open"
+	GatePaused   = "paused"
+)
+
+// Pause is an operator's pause of a destination.
+type Pause struct {
+	Reason string    `json:"reason"`
+	By     string    `json:"by"`
+	Since  time.Time `json:"since"`
+	// Until, when set, is when the pause ends by itself.
+	Until time.Time `json:"until,omitzero"`
+}
+
+// PauseRequest is update pause's argument.
+type PauseRequest struct {
+	Reason string    `json:"reason"`
+	By     string    `json:"by"`
+	Until  time.Time `json:"until,omitzero"`
+}
+
+// ResumeRequest is update resume's argument.
+type ResumeRequest struct {
+	By   string `json:"by"`
+	Note string `json:"note,omitempty"`
+}
+
+// Report is an attempt's class, as the worker that made it tells the
+// destination's breaker (signal report).
+type Report struct {
+	Class contract.Class `json:"class"`
+	Key   string         `json:"key,omitempty"`
+	Error string         `json:"error,omitempty"`
+	// Breaker is the worker's breaker for the destination; nil: none.
+	Breaker *contract.Breaker `json:"breaker,omitempty"`
+	At      time.Time         `json:"at"`
+}
+
+// Breaker is a destination's circuit breaker state.
+type Breaker struct {
+	State       string    `json:"state"`
+	Failures    int       `json:"failures,omitempty"`
+	WindowStart time.Time `json:"window_start,omitzero"`
+	OpenedAt    time.Time `json:"opened_at,omitzero"`
+	// ProbeAt is when the probe attempt was let through, in half_open.
+	ProbeAt     time.Time `json:"probe_at,omitzero"`
+	ProbeKey    string    `json:"probe_key,omitempty"`
+	LastFailure string    `json:"last_failure,omitempty"`
+	// Config is the breaker of the latest report.
+	Config *contract.Breaker `json:"config,omitempty"`
+}
+
+// ReopensAt is when an open breaker lets a probe through.
+func (b Breaker) ReopensAt() time.Time {
+	if b.Config == nil {
+		return b.OpenedAt
+	}
+	return b.OpenedAt.Add(b.Config.CoolDown.D())
+}
+
+// Transition is one change of a destination's state.
+type Transition struct {
+	At   time.Time `json:"at"`
+	From string    `json:"from"`
+	To   string    `json:"to"`
+	By   string    `json:"by"`
+	Why  string    `json:"why"`
+}
+
+// DestinationState is the gate: query state's answer and the memo workers read.
+type DestinationState struct {
+	Name string `json:"name"`
+	// State is the effective one: paused wins over the breaker's.
+	State   string    `json:"state"`
+	Since   time.Time `json:"since"`
+	Paused  *Pause    `json:"paused,omitempty"`
+	Breaker Breaker   `json:"breaker"`
+	// Recent are the latest reports, newest last.
+	Recent      []Report     `json:"recent,omitempty"`
+	Transitions []Transition `json:"transitions,omitempty"`
+}
+
+// Hold says whether an attempt may be sent now: nil and no probe when it
+// may; a hold when it must wait; probe when it may go only as the breaker's
+// one probe attempt, if the gate grants it (update probe).
+func (s DestinationState) Hold(now time.Time) (h *activities.Hold, probe bool) {
+	b := s.Breaker
+	open := &activities.Hold{State: string(StateCircuitOpen), Since: b.OpenedAt, Until: b.ReopensAt(),
+		Reason: fmt.Sprintf("circuit open after %d consecutive failures (last: %s)", b.Failures, b.LastFailure)}
+	switch s.State {
+	case GatePaused:
+		return &activities.Hold{State: string(StatePaused), Reason: s.Paused.Reason + " (paused by " + s.Paused.By + ")",
+			Since: s.Paused.Since, Until: s.Paused.Until}, false
+	case GateOpen:
+		if now.Before(open.Until) {
+			return open, false
+		}
+		return open, true
+	case GateHalfOpen:
+		open.Reason, open.Until = "circuit half-open: waiting for the probe attempt's answer", b.ProbeAt.Add(probeTimeout)
+		return open, !now.Before(open.Until)
+	}
+	return nil, false
+}
+
+// DestinationInput starts a destination's gate, or carries its state over a
+// continue-as-new.
+type DestinationInput struct {
+	Name  string            `json:"name"`
+	State *DestinationState `json:"state,omitempty"`
+}
+
+const (
+	// maxRecent and maxTransitions bound what the gate keeps.
+	maxRecent      = 10
+	maxTransitions = 20
+	// probeTimeout lets another probe through when one was granted and never
+	// reported (its worker died).
+	probeTimeout = 2 * time.Minute
+	// gateHistoryLimit is when the gate continues as new: reports arrive on
+	// every failed attempt during an outage.
+	gateHistoryLimit = 2000
+	// maxReasonBytes bounds a pause's reason and who paused.
+	maxPauseReason = 512
+	maxPauseBy     = 64
+)
+
+// Destination is a destination's gate workflow.
+func Destination(ctx workflow.Context, in DestinationInput) (DestinationState, error) {
+	g := &gate{s: DestinationState{Name: in.Name, State: GateClosed, Breaker: Breaker{State: GateClosed}}}
+	if in.State != nil {
+		g.s = *in.State
+	} else {
+		g.s.Since = workflow.Now(ctx)
+	}
+	g.published = g.s.State
+	if err := g.setup(ctx); err != nil {
+		return DestinationState{}, err
+	}
+	if in.State != nil {
+		// A new run's memo starts empty: the workers read it.
+		if err := workflow.UpsertMemo(ctx, map[string]any{MemoGate: g.s}); err != nil {
+			return DestinationState{}, err
+		}
+	}
+	return g.run(ctx)
+}
+
+type gate struct {
+	s DestinationState
+	// published is the state last written to the memo and acted on.
+	published string
+	// by and why explain the next transition.
+	by, why string
+	dirty   bool
+	// repaused: a pause changed its reason or end without a transition.
+	repaused bool
+}
+
+func (g *gate) logger(ctx workflow.Context) log.Logger {
+	return log.With(workflow.GetLogger(ctx), "destination", g.s.Name)
+}
+
+func (g *gate) setup(ctx workflow.Context) error {
+	if err := workflow.SetQueryHandlerWithOptions(ctx, QueryGate, func() (DestinationState, error) { return g.s, nil },
+		workflow.QueryHandlerOptions{Description: "The destination's gate: state, pause, breaker, recent attempts and transitions."}); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdatePause,
+		func(ctx workflow.Context, r PauseRequest) (DestinationState, error) {
+			g.s.Paused = &Pause{Reason: r.Reason, By: r.By, Since: workflow.Now(ctx), Until: r.Until}
+			g.by, g.why, g.dirty, g.repaused = r.By, r.Reason, true, true
+			return g.settle(ctx), nil
+		},
+		workflow.UpdateHandlerOptions{Description: `Pause the destination: {"reason": "why", "by": "NAME", "until": "RFC 3339 time, optional"}`,
+			Validator: func(ctx workflow.Context, r PauseRequest) error {
+				var errs []error
+				if strings.TrimSpace(r.Reason) == "" || len(r.Reason) > maxPauseReason {
+					errs = append(errs, fmt.Errorf("reason: required, at most %d bytes", maxPauseReason))
+				}
+				if strings.TrimSpace(r.By) == "" || len(r.By) > maxPauseBy {
+					errs = append(errs, fmt.Errorf("by: required, who is pausing, at most %d bytes", maxPauseBy))
+				}
+				if !r.Until.IsZero() && !r.Until.After(workflow.Now(ctx)) {
+					errs = append(errs, fmt.Errorf("until: %s is not in the future", r.Until.UTC().Format(time.RFC3339)))
+				}
+				if err := errors.Join(errs...); err != nil {
+					return temporal.NewApplicationError(err.Error(), ErrInvalidGateChange)
+				}
+				return nil
+			}}); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateResume,
+		func(ctx workflow.Context, r ResumeRequest) (DestinationState, error) {
+			g.s.Paused = nil
+			g.by, g.why, g.dirty = r.By, "resumed: "+r.Note, true
+			return g.settle(ctx), nil
+		},
+		workflow.UpdateHandlerOptions{Description: `Resume a paused destination: {"by": "NAME", "note": "why"}`,
+			Validator: func(_ workflow.Context, r ResumeRequest) error {
+				switch {
+				case g.s.Paused == nil:
+					return temporal.NewApplicationError(fmt.Sprintf("destination %s is not paused (state %s)", g.s.Name, g.s.State), ErrInvalidGateChange)
+				case strings.TrimSpace(r.By) == "" || len(r.By) > maxPauseBy:
+					return temporal.NewApplicationError(fmt.Sprintf("by: required, who is resuming, at most %d bytes", maxPauseBy), ErrInvalidGateChange)
+				}
+				return nil
+			}}); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateProbe,
+		func(ctx workflow.Context, key string) (bool, error) { return g.probe(ctx, key), nil },
+		workflow.UpdateHandlerOptions{Description: "A worker asks to send the one probe attempt of a half-open breaker."}); err != nil {
+		return err
+	}
+	ch := workflow.GetSignalChannelWithOptions(ctx, SignalReport, workflow.SignalChannelOptions{
+		Description: "A worker reports an attempt's class to the breaker.",
+	})
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			var r Report
+			ch.Receive(ctx, &r)
+			g.report(ctx, r)
+		}
+	})
+	return nil
+}
+
+// probe grants the probe to the first worker that asks once the cool-down
+// is over, and to another only if that one never reported.
+func (g *gate) probe(ctx workflow.Context, key string) bool {
+	now := workflow.Now(ctx)
+	b := &g.s.Breaker
+	if g.s.Paused != nil || b.State == GateClosed {
+		return b.State == GateClosed && g.s.Paused == nil
+	}
+	if b.State == GateOpen && now.Before(b.ReopensAt()) {
+		return false
+	}
+	if b.State == GateHalfOpen && b.ProbeKey != "" && now.Sub(b.ProbeAt) < probeTimeout {
+		return false
+	}
+	b.State, b.ProbeKey, b.ProbeAt = GateHalfOpen, key, now
+	g.by, g.why, g.dirty = "breaker", "cool-down over: one probe attempt ("+key+")", true
+	g.settle(ctx)
+	return true
+}
+
+// report moves the breaker on an attempt's class.
+func (g *gate) report(ctx workflow.Context, r Report) {
+	now := workflow.Now(ctx)
+	g.s.Recent = append(g.s.Recent, r)
+	if n := len(g.s.Recent); n > maxRecent {
+		g.s.Recent = g.s.Recent[n-maxRecent:]
+	}
+	b := &g.s.Breaker
+	b.Config = r.Breaker
+	switch {
+	case r.Breaker == nil:
+		// The workers have no breaker for it (any more): it is closed.
+		if b.State != GateClosed {
+			*b = Breaker{State: GateClosed}
+			g.by, g.why = "breaker", "no breaker configured"
+		}
+	case r.Class.FoundDown():
+		b.LastFailure = string(r.Class)
+		if r.Error != "" {
+			b.LastFailure += ": " + r.Error
+		}
+		switch b.State {
+		case GateClosed:
+			if b.Failures == 0 || now.Sub(b.WindowStart) > r.Breaker.Window.D() {
+				b.Failures, b.WindowStart = 0, now
+			}
+			b.Failures++
+			if b.Failures >= r.Breaker.Failures {
+				b.State, b.OpenedAt = GateOpen, now
+				g.by, g.why = "breaker", fmt.Sprintf("%d consecutive failures within %s (last: %s)", b.Failures, r.Breaker.Window, b.LastFailure)
+			}
+		case GateHalfOpen:
+			if r.Key == b.ProbeKey {
+				b.State, b.OpenedAt, b.ProbeKey = GateOpen, now, ""
+				g.by, g.why = "breaker", "the probe failed: "+b.LastFailure
+			}
+		}
+	case r.Class.Answered():
+		if b.State == GateHalfOpen && r.Key != b.ProbeKey {
+			break // a straggler from before the breaker opened
+		}
+		if b.State != GateClosed {
+			g.by, g.why = "breaker", fmt.Sprintf("the destination answered (%s)", r.Class)
+		}
+		*b = Breaker{State: GateClosed, Config: r.Breaker}
+	}
+	g.dirty = true
+	g.settle(ctx)
+}
+
+// settle computes the effective state and records a transition.
+func (g *gate) settle(ctx workflow.Context) DestinationState {
+	state := g.s.Breaker.State
+	if g.s.Paused != nil {
+		state = GatePaused
+	}
+	if state != g.s.State {
+		now := workflow.Now(ctx)
+		g.s.Transitions = append(g.s.Transitions, Transition{At: now, From: g.s.State, To: state, By: g.by, Why: g.why})
+		if n := len(g.s.Transitions); n > maxTransitions {
+			g.s.Transitions = g.s.Transitions[n-maxTransitions:]
+		}
+		g.s.State, g.s.Since = state, now
+	}
+	return g.s
+}
+
+func (g *gate) run(ctx workflow.Context) (DestinationState, error) {
+	for {
+		// The one timer is a pause's end. An open breaker needs none: the
+		// first worker to look after its cool-down asks for the probe.
+		var next time.Time
+		if p := g.s.Paused; p != nil && !p.Until.IsZero() {
+			next = p.Until
+		}
+		wake := func() bool { return g.dirty || workflow.GetInfo(ctx).GetContinueAsNewSuggested() }
+		wait := next.Sub(workflow.Now(ctx))
+		switch {
+		case next.IsZero():
+			if err := workflow.Await(ctx, wake); err != nil {
+				return g.s, err
+			}
+		case wait > 0:
+			tctx, closeTimer := workflow.WithCancel(ctx)
+			ok, err := workflow.AwaitWithOptions(tctx, workflow.AwaitOptions{Timeout: wait,
+				TimerOptions: workflow.TimerOptions{Summary: "gate: " + g.s.State + " until " + next.UTC().Format(time.RFC3339)}}, wake)
+			if err != nil {
+				return g.s, err
+			}
+			if ok {
+				closeTimer()
+			}
+		}
+		now := workflow.Now(ctx)
+		if p := g.s.Paused; p != nil && !p.Until.IsZero() && !now.Before(p.Until) {
+			g.s.Paused = nil
+			g.by, g.why = "courier", "the pause's until passed"
+		}
+		g.dirty = false
+		from := g.published
+		s := g.settle(ctx)
+		switch {
+		case s.State != from:
+			if err := g.publish(ctx, from); err != nil {
+				return g.s, err
+			}
+		case g.repaused:
+			if err := workflow.UpsertMemo(ctx, map[string]any{MemoGate: g.s}); err != nil {
+				return g.s, err
+			}
+		}
+		g.repaused = false
+		if workflow.GetInfo(ctx).GetContinueAsNewSuggested() || workflow.GetInfo(ctx).GetCurrentHistoryLength() > gateHistoryLimit {
+			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+				return g.s, err
+			}
+			return g.s, workflow.NewContinueAsNewError(ctx, DestinationWorkflowType, DestinationInput{Name: g.s.Name, State: &g.s})
+		}
+	}
+}
+
+// publish tells the workers (the memo they read), the log, the metrics, the
+// notifier (when the breaker opens) and, when attempts may go again, the
+// deliveries waiting on it.
+func (g *gate) publish(ctx workflow.Context, from string) error {
+	g.published = g.s.State
+	if err := workflow.UpsertMemo(ctx, map[string]any{MemoGate: g.s}); err != nil {
+		return fmt.Errorf("upsert the gate's memo: %w", err)
+	}
+	t := g.s.Transitions[len(g.s.Transitions)-1]
+	g.logger(ctx).Warn("destination gate changed", "from", from, "to", g.s.State, "by", t.By, "why", t.Why)
+	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"destination": g.s.Name, "state": g.s.State}).
+		Counter(MetricGateTransitions).Inc(1)
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 2 * time.Second, MaximumInterval: time.Minute, MaximumAttempts: 10},
+	})
+	switch {
+	case g.s.State == GateOpen:
+		actx = workflow.WithActivityOptions(actx, workflow.ActivityOptions{Summary: "notify: breaker open at " + g.s.Name,
+			StartToCloseTimeout: 30 * time.Second, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 5, InitialInterval: 2 * time.Second}})
+		workflow.ExecuteActivity(actx, a.NotifyGate, activities.GateNotice{
+			Destination: g.s.Name, State: g.s.State, Since: g.s.Since, Why: t.Why,
+		}) // told beside the gate's work: a notifier that is down holds nothing back
+	case g.s.State == GateClosed || from == GatePaused:
+		// Released at the destination's pace, by one batch signal; those
+		// still held (an open breaker) are told so at their next look.
+		actx = workflow.WithActivityOptions(actx, workflow.ActivityOptions{Summary: "release the deliveries held at " + g.s.Name})
+		if err := workflow.ExecuteActivity(actx, a.ReleaseHeld, g.s.Name).Get(ctx, nil); err != nil {
+			// The held deliveries look again on their own timers.
+			g.logger(ctx).Error("releasing held deliveries failed", "error", err)
+		}
+	}
+	return nil
+}

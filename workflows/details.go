@@ -1,0 +1,233 @@
+package workflows
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/abde64c9/courier/activities"
+	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/opkey"
+)
+
+// What the web UI shows of a delivery: its current details (Markdown), and
+// the summaries of its activities and timers. None of it is a decision:
+// replay does not check it, so it may read the worker's destinations file.
+
+const (
+	// detailAttempts is how many of the latest attempts the details list.
+	detailAttempts = 5
+	// detailErrorLen bounds an error quoted in the details.
+	detailErrorLen = 300
+)
+
+// StaticDetails are the web UI's fixed facts of a delivery, given at its
+// start; the current details add the contract it runs under and what to do.
+func StaticDetails(op opkey.Operation, key string) string {
+	return fmt.Sprintf("**%s → %s**\n\ntenant %s · business id %s\n\nkey %s · workflow ID %s",
+		op.Operation, op.Destination, code(op.Tenant), code(op.BusinessID), code(key), code(WorkflowID(key)))
+}
+
+// details is the delivery's current details: the state and why in one
+// line, the facts, the latest attempts, and what an operator can do.
+func (d *delivery) details() string {
+	var b strings.Builder
+	b.WriteString(d.headline())
+	b.WriteString(fmt.Sprintf("\n\n%s → %s · tenant %s · business id %s · key %s",
+		d.in.Operation.Operation, d.in.Destination, code(d.in.Tenant), code(d.in.BusinessID), code(d.res.Key)))
+	if c := d.recorded(); c != nil {
+		b.WriteString(fmt.Sprintf("\n\ndedup %s · %d attempts within %s", c.Dedup, d.budgetOr(c), c.Retry.Deadline))
+		if c.KeyRetention > 0 {
+			b.WriteString(fmt.Sprintf(" · keys kept %s", c.KeyRetention))
+		}
+	}
+	if d.namespace != "" {
+		q := url.QueryEscape(fmt.Sprintf(`%s="%s"`, SABusinessID.GetName(), d.in.BusinessID))
+		b.WriteString(fmt.Sprintf(" · [every delivery of this business id](/namespaces/%s/workflows?query=%s)", url.PathEscape(d.namespace), q))
+	}
+	if n := len(d.res.Attempts); n > 0 {
+		b.WriteString("\n\n**Attempts**\n")
+		from := max(0, n-detailAttempts)
+		if from > 0 {
+			b.WriteString(fmt.Sprintf("\n- … %d earlier", from))
+		}
+		for _, at := range d.res.Attempts[from:] {
+			b.WriteString(fmt.Sprintf("\n- %d: %s", at.Number, at.Class))
+			if at.StatusCode != 0 {
+				b.WriteString(fmt.Sprintf(", HTTP %d", at.StatusCode))
+			}
+			if at.Error != "" {
+				b.WriteString(", " + code(excerpt(at.Error, detailErrorLen)))
+			}
+			b.WriteString(fmt.Sprintf(" (%s, %s)", at.Started.UTC().Format(time.TimeOnly), at.Ended.Sub(at.Started).Round(time.Millisecond)))
+		}
+	}
+	if d.waiting() {
+		b.WriteString("\n\n**Evidence**\n\n" + fence(d.res.Review.Evidence))
+		b.WriteString("\n\nCheck the destination for the effect, then decide one of:\n\n" + fence(
+			fmt.Sprintf("courier review %s --decision delivered --resource-id ID --reviewer NAME --note \"found it\"\n", d.res.Key)+
+				fmt.Sprintf("courier review %s --decision retry --reviewer NAME --note \"it is not there\"\n", d.res.Key)+
+				fmt.Sprintf("courier review %s --decision abandon --reviewer NAME --note \"why\"", d.res.Key)))
+		b.WriteString("\n\nor here: More Actions → **Send an Update** (not Send a Signal: the update refuses a bad decision " +
+			"and says why, a signal is ignored silently), name `review`, with:\n\n" +
+			fence(`{"decision": "delivered", "resource_id": "ID", "reviewer": "NAME", "note": "found it"}`) +
+			"\n\n(`decision` is `retry`, `delivered` or `abandon`; `resource_id` only with `delivered`.)")
+	}
+	if r := d.res.Review; r != nil {
+		if rec, ok := lastDecision(r, true); ok {
+			b.WriteString(fmt.Sprintf("\n\nLast decision: **%s** by %s at %s (%s): %s", rec.Decision, code(rec.Reviewer),
+				rec.Received.UTC().Format(time.DateTime), via(rec), code(rec.Note)))
+		}
+		if rec, ok := lastDecision(r, false); ok {
+			b.WriteString(fmt.Sprintf("\n\nIgnored %d decision(s); the last (%s): %s", r.Ignored, via(rec), code(rec.Reason)))
+		}
+	}
+	b.WriteString("\n\nThe full record: Queries → `status`.")
+	return b.String()
+}
+
+// headline is the state and why, in one line.
+func (d *delivery) headline() string {
+	st := "**" + strings.ReplaceAll(d.stateName(), "_", " ") + "**"
+	n := len(d.res.Attempts)
+	switch {
+	case d.res.Status == StatusCreated || d.res.Status == StatusDuplicate:
+		s := st + ": " + d.in.Destination
+		if d.res.Status == StatusDuplicate {
+			s += " already had it"
+		}
+		if d.res.Receipt != nil {
+			s += ", resource " + code(d.res.Receipt.ResourceID)
+		}
+		return s
+	case d.res.Status == StatusDeliveredByReview || d.res.Status == StatusAbandoned:
+		if rec, ok := lastDecision(d.res.Review, true); ok {
+			return fmt.Sprintf("%s: decided by %s: %s", st, code(rec.Reviewer), code(rec.Note))
+		}
+	case d.res.Status != "":
+		return st + ": nothing was delivered: " + code(excerpt(d.res.Error, detailErrorLen))
+	case d.waiting():
+		return st + ": " + d.reason
+	case d.held != nil:
+		s := st + ": " + d.held.Reason
+		if !d.held.Until.IsZero() {
+			s += " (until " + d.held.Until.UTC().Format(time.DateTime) + ")"
+		}
+		return s + "; nothing is sent, and waiting spends no attempt and no deadline"
+	case d.state == StateRetryWait && n > 0:
+		return fmt.Sprintf("%s: attempt %d ended %s; attempt %d next", st, n, d.res.Attempts[n-1].Class, n+1)
+	case d.state == StateReconciling:
+		return fmt.Sprintf("%s: asking %s whether attempt %d took effect", st, d.in.Destination, n)
+	}
+	return fmt.Sprintf("%s: attempt %d → %s", st, n+1, d.in.Destination)
+}
+
+// waiting: parked, no decision yet.
+func (d *delivery) waiting() bool {
+	return d.state == StateAwaitingReview && d.res.Status == "" && d.res.Review != nil && d.decision == nil
+}
+
+// via says how a decision came.
+func via(rec ReviewRecord) string {
+	return "via " + rec.Via
+}
+
+// lastDecision is the latest accepted (or ignored) decision recorded.
+func lastDecision(r *Review, accepted bool) (ReviewRecord, bool) {
+	if r == nil {
+		return ReviewRecord{}, false
+	}
+	for i := len(r.Decisions) - 1; i >= 0; i-- {
+		if r.Decisions[i].Accepted == accepted {
+			return r.Decisions[i], true
+		}
+	}
+	return ReviewRecord{}, false
+}
+
+// parkReason says in one line why a delivery parks, for the details'
+// headline and the notifier.
+func (d *delivery) parkReason(out activities.Outcome, c contract.Contract, keyExpired bool) string {
+	n := len(d.res.Attempts)
+	switch out.Class {
+	case contract.ClassEarlierRun:
+		return "an earlier run of this operation may have sent it, and this run may not send again unchecked: check the destination"
+	case contract.ClassUnconfigured:
+		return fmt.Sprintf("destination %s is no longer configured on the workers: restore it, or check the destination", d.in.Destination)
+	}
+	s := fmt.Sprintf("attempt %d ended %s", n, out.Class)
+	switch out.Class {
+	case contract.ClassUnknown:
+		s = fmt.Sprintf("attempt %d lost its response after the request was (or may have been) written", n)
+	case contract.ClassServerError:
+		s = fmt.Sprintf("attempt %d got HTTP %d, which does not say that nothing was applied", n, out.StatusCode)
+	}
+	if keyExpired {
+		return fmt.Sprintf("%s; %s's key retention of %s has passed, so a retry could apply it twice: check the destination",
+			s, d.in.Destination, c.KeyRetention)
+	}
+	return fmt.Sprintf("%s; %s (dedup %s) cannot tell whether it applied: check the destination", s, d.in.Destination, c.Dedup)
+}
+
+// attemptSummary names attempt n in the history: of how many, where, and
+// how the destination deduplicates.
+func (d *delivery) attemptSummary(n int) string {
+	c := d.recorded()
+	if c == nil {
+		if dest, ok := d.destinations[d.in.Destination]; ok {
+			c = &dest.Contract
+		}
+	}
+	if c == nil {
+		return fmt.Sprintf("attempt %d → %s", n, d.in.Destination)
+	}
+	return fmt.Sprintf("attempt %d of %d → %s (dedup %s)", n, d.budgetOr(c), d.in.Destination, c.Dedup)
+}
+
+// backoffSummary names the wait before attempt n+1 and what caused it.
+func backoffSummary(wait time.Duration, n int, out activities.Outcome) string {
+	s := fmt.Sprintf("backoff %s before attempt %d (%s", wait, n+1, out.Class)
+	if out.StatusCode != 0 {
+		s += fmt.Sprintf(", HTTP %d", out.StatusCode)
+	}
+	if out.RetryAfter > 0 {
+		s += fmt.Sprintf(", Retry-After %s", out.RetryAfter)
+	}
+	return s + ")"
+}
+
+// budgetOr is the attempts this delivery may make: its running budget, or
+// before the first decision about one, the contract's.
+func (d *delivery) budgetOr(c *contract.Contract) int {
+	if d.budget > 0 {
+		return d.budget
+	}
+	return c.Retry.MaxAttempts
+}
+
+// code is s as a Markdown code span, on one line: the web UI shows it as
+// typed, so it copies as typed.
+func code(s string) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if s == "" {
+		return "(none)"
+	}
+	tick := "`"
+	for strings.Contains(s, tick) {
+		tick += "`"
+	}
+	if strings.HasPrefix(s, "`") || strings.HasSuffix(s, "`") {
+		s = " " + s + " "
+	}
+	return tick + s + tick
+}
+
+// fence is s as a fenced code block.
+func fence(s string) string {
+	f := "```"
+	for strings.Contains(s, f) {
+		f += "`"
+	}
+	return f + "\n" + s + "\n" + f
+}
