@@ -635,7 +635,8 @@ func TestComposeWebUIMatchesDev(t *testing.T) {
 }
 
 // TestComposeServerRunsLikeDev: the compose server's dynamic config turns on
-// what `courier dev`'s server runs with for speed (eager activities).
+// what `courier dev`'s server runs with for speed (eager activities), and
+// runs as many batch jobs at once.
 func TestComposeServerRunsLikeDev(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(repoRoot, "deploy", "dynamicconfig", "courier.yaml"))
 	require.NoError(t, err)
@@ -647,6 +648,10 @@ func TestComposeServerRunsLikeDev(t *testing.T) {
 	require.Contains(t, strings.Join(devserver.DynamicConfigArgs(), " "), devserver.EagerActivities+"=true")
 	require.Len(t, dc[devserver.EagerActivities], 1, "courier.yaml sets %s", devserver.EagerActivities)
 	require.Equal(t, true, dc[devserver.EagerActivities][0].Value)
+	batch := devserver.MaxConcurrentBatchJobsSetting
+	require.Contains(t, devserver.DynamicConfigArgs(), fmt.Sprintf("%s=%d", batch, devserver.MaxConcurrentBatchJobs))
+	require.Len(t, dc[batch], 1, "courier.yaml sets %s", batch)
+	require.Equal(t, devserver.MaxConcurrentBatchJobs, dc[batch][0].Value)
 }
 
 // serverConfig is what the checks read of a rendered server configuration

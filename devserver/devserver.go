@@ -201,15 +201,29 @@ func Start(ctx context.Context, o Options) (*testsuite.DevServer, error) {
 // task queue straight to the worker that completed the workflow task, when
 // it has a free slot, instead of through a poll: the activity's events are
 // recorded as before. docker-compose's dynamic config sets it too (EagerActivities).
+//
+// Courier runs batch jobs of its own (a destination's gate releases its held
+// deliveries with one) beside operators' bulk reviews (courier review
+// --all); Temporal's default of one running job per namespace would make
+// each wait for the others. docker-compose's dynamic config sets the same
+// (MaxConcurrentBatchJobs).
 func DynamicConfigArgs() []string {
 	return []string{
 		"--dynamic-config-value", "system.forceSearchAttributesCacheRefreshOnRead=false",
 		"--dynamic-config-value", EagerActivities + "=true",
+		"--dynamic-config-value", fmt.Sprintf("%s=%d", MaxConcurrentBatchJobsSetting, MaxConcurrentBatchJobs),
 	}
 }
 
 // EagerActivities is the server setting for eager activity execution.
 const EagerActivities = "system.enableActivityEagerExecution"
+
+// MaxConcurrentBatchJobsSetting is the server setting for how many batch jobs
+// a namespace runs at once; MaxConcurrentBatchJobs Courier's value.
+const (
+	MaxConcurrentBatchJobsSetting = "frontend.MaxConcurrentBatchOperationPerNamespace"
+	MaxConcurrentBatchJobs        = 10
+)
 
 // SearchAttributes are Courier's keyword attributes, for registration (the
 // values are placeholders: only the names and types are used).

@@ -189,3 +189,50 @@ func ExampleClient_ListAwaitingReview() {
 			d.Key, d.Operation, d.Destination, d.BusinessID, st.Review.Requested.Format("15:04"), st.Review.Evidence)
 	}
 }
+
+// After an outage, decide every delivery parked at one destination with one
+// Temporal batch job, and count from each delivery how it took the
+// decision. NewWithOptions gives the job the client's namespace and payload
+// codec.
+func ExampleClient_ReviewBulk() {
+	ctx := context.Background()
+	opts, err := connect.ClientOptions(slog.New(slog.NewTextHandler(os.Stderr, nil)))
+	if err != nil {
+		log.Fatal(err)
+	}
+	c, err := connect.DialWith(ctx, opts)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	s := starter.NewWithOptions(c, opts)
+
+	for _, id := range []string{"example-bulk-1", "example-bulk-2", "example-bulk-3"} {
+		if _, err := s.Deliver(ctx, workflows.DeliveryInput{
+			Operation: opkey.Operation{Tenant: "acme", Destination: "lossy", Operation: "bulk-ticket", BusinessID: id},
+			Payload:   json.RawMessage(`{"request_id": "` + id + `", "subject": "Call back the customer"}`),
+		}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	filter := starter.BulkFilter{Destination: "lossy", Operation: "bulk-ticket"}
+	var p starter.BulkPreview
+	for p.Matched < 3 { // visibility lags the deliveries by a moment
+		if p, err = s.PreviewBulk(ctx, filter, 1); err != nil {
+			log.Fatal(err)
+		}
+	}
+	fmt.Println(p.Matched, "awaiting review, e.g.", p.Sample[0].Evidence)
+
+	rep, err := s.ReviewBulk(ctx, p, starter.BulkDecision{
+		Decision: workflows.DecisionAbandon, Reviewer: "alice", Note: "the customer cancelled"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(rep.Via, "sent", rep.Sent)
+	fmt.Println("accepted", rep.Accepted, "ignored", rep.Ignored)
+	// Output:
+	// 3 awaiting review, e.g. attempt 1: unknown_outcome (connection closed after the request was written: EOF); destination "lossy" (dedup none) cannot deduplicate a retry
+	// batch signal sent 3
+	// accepted 3 ignored 0
+}

@@ -27,10 +27,30 @@ import (
 // carries the data converter, an encrypting codec say).
 type Client struct {
 	c client.Client
+	// namespace and dc are the client's, for the batch operations' raw
+	// requests, which name the namespace and carry encoded payloads.
+	namespace string
+	dc        converter.DataConverter
 }
 
-// New wraps a connected Temporal client.
-func New(c client.Client) *Client { return &Client{c: c} }
+// New wraps a connected Temporal client of the default namespace, with the
+// default data converter.
+func New(c client.Client) *Client {
+	return &Client{c: c, namespace: client.DefaultNamespace, dc: converter.GetDefaultDataConverter()}
+}
+
+// NewWithOptions wraps a Temporal client connected with opts: bulk reviews
+// use its namespace and data converter (an encrypting codec, say).
+func NewWithOptions(c client.Client, opts client.Options) *Client {
+	s := New(c)
+	if opts.Namespace != "" {
+		s.namespace = opts.Namespace
+	}
+	if opts.DataConverter != nil {
+		s.dc = opts.DataConverter
+	}
+	return s
+}
 
 // InvalidRequestError is a request refused before anything was sent.
 type InvalidRequestError struct{ Err error }

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -308,4 +309,45 @@ func TestTemporalCLIUpdateWithStart(t *testing.T) {
 	require.Contains(t, errOut, parkFP)
 	require.Contains(t, errOut, otherFP)
 	require.Equal(t, 1, effects(t, "legacy", parkID), "one ticket: the lost response, never retried")
+}
+
+// TestTemporalCLIBatchSignalAsDocumented sends one decision to several
+// parked deliveries with the temporal CLI's batch signal, in the form
+// docs/protocol.md gives: each delivery records the decision with the
+// batch job named in it.
+func TestTemporalCLIBatchSignalAsDocumented(t *testing.T) {
+	operation := uniqueID("batch")
+	s := newStarter()
+	var keys []string
+	for i := range 2 {
+		id := fmt.Sprintf("%s-%d", operation, i)
+		st := deliver(t, s, workflows.DeliveryInput{
+			Operation: opkey.Operation{Tenant: "acme", Destination: DestLossy, Operation: operation, BusinessID: id},
+			Payload:   json.RawMessage(`{"request_id": "` + id + `", "subject": "Call back the customer"}`),
+		})
+		require.Equal(t, workflows.StateAwaitingReview, st.State)
+		keys = append(keys, st.Key)
+	}
+	query := `WorkflowType = "Delivery" AND ExecutionStatus = "Running" AND CourierState = "awaiting_review" AND ` +
+		`CourierDestination = "` + DestLossy + `" AND CourierOperation = "` + operation + `"`
+	require.Eventually(t, func() bool { // visibility lags
+		p, err := s.PreviewBulk(context.Background(), starter.BulkFilter{Destination: DestLossy, Operation: operation}, 0)
+		require.NoError(t, err)
+		return p.Matched == len(keys)
+	}, 30*time.Second, 200*time.Millisecond)
+
+	out, errOut, err := temporalCLI(t, "workflow", "signal", "--name", "review", "--reason", "customer cancelled",
+		"--query", query, "--input", `{"decision":"abandon","reviewer":"ops","note":"customer cancelled","batch_job":"review-2026-03-01"}`, "--yes")
+	require.NoError(t, err, "%s%s", out, errOut)
+	for _, key := range keys {
+		var st workflows.DeliveryStatus
+		require.Eventually(t, func() bool {
+			st, err = s.Status(context.Background(), key)
+			require.NoError(t, err)
+			return st.Status != ""
+		}, 30*time.Second, 200*time.Millisecond)
+		require.Equal(t, workflows.StatusAbandoned, st.Status)
+		require.Len(t, st.Review.Decisions, 1)
+		require.Equal(t, "review-2026-03-01", st.Review.Decisions[0].BatchJob)
+	}
 }

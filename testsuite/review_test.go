@@ -283,6 +283,49 @@ func (s *ReviewSuite) TestDuplicateSignal() {
 	s.Contains(res.Review.Decisions[1].Reason, "not awaiting review")
 }
 
+// TestBatchJobDecidesOnce: a batch job's decision that arrives again after
+// the delivery parked a second time is recognised, counted on the first
+// record, and not acted on; another decision still decides.
+func (s *ReviewSuite) TestBatchJobDecidesOnce() {
+	// The reviewer's retry loses its response too, so the delivery parks again.
+	s.Require().NoError(s.dest.Inject(lab.DestLegacy, closeAfterCommit(1)))
+	d := workflows.ReviewDecision{Decision: "retry", Reviewer: "ops", Note: "outage over", BatchJob: "review-job-1"}
+	s.at(time.Hour, func() { s.signal(d) })
+	s.at(2*time.Hour, func() {
+		st := s.status()
+		s.Equal(workflows.StateAwaitingReview, st.State, "parked again after the retry")
+		s.Len(st.Attempts, 2)
+		s.signal(d) // the same job again: a batch retried
+		s.env.UpdateWorkflow(workflows.UpdateReview, "again", &sdktest.TestUpdateCallback{
+			OnReject:   func(err error) { s.Fail("a repeat is answered with the first record", err) },
+			OnAccept:   func() {},
+			OnComplete: func(v any, err error) { s.NoError(err) },
+		}, d)
+	})
+	s.at(3*time.Hour, func() {
+		st := s.status()
+		s.Equal(workflows.StateAwaitingReview, st.State, "the repeats did not retry again")
+		s.Len(st.Attempts, 2)
+		s.Require().Len(st.Review.Decisions, 1)
+		s.Equal(2, st.Review.Decisions[0].Repeats)
+		s.Equal("review-job-1", st.Review.Decisions[0].BatchJob)
+		s.Zero(st.Review.Ignored, "a repeat is not an ignored decision")
+		s.signal(workflows.ReviewDecision{Decision: "abandon", Reviewer: "ops", Note: "gave up", BatchJob: "review-job-2"})
+	})
+	res := s.start(s.dest.Config)
+	s.Equal(workflows.StatusAbandoned, res.Status)
+	s.Equal(2, res.Review.AcceptedDecisions())
+	s.Equal(2, s.effects(), "the first attempt's and the one retry's")
+	var repeated int
+	for _, e := range res.Events {
+		if e.Event == "review_repeated" {
+			repeated++
+		}
+	}
+	s.Equal(2, repeated)
+	s.Contains(res.Events[len(res.Events)-2].Detail, "(batch job review-job-2)")
+}
+
 func TestReviewDecisionValidate(t *testing.T) {
 	require.NoError(t, workflows.ReviewDecision{Decision: "retry", Reviewer: "a"}.Validate())
 	require.EqualError(t, workflows.ReviewDecision{}.Validate(),

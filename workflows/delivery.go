@@ -698,7 +698,27 @@ func (d *delivery) checkReview(rd ReviewDecision) error {
 	return nil
 }
 
+// versionBatchRepeats marks deliveries that take a batch job's decision
+// once. Asked only when one arrives again, so no other history carries it.
+const versionBatchRepeats = "batch-repeats"
+
 func (d *delivery) receiveReview(ctx workflow.Context, rd ReviewDecision, via string) ReviewRecord {
+	// A batch job's decision arrives again when the job's activity retries
+	// or the job is sent again: acting on it twice would retry twice.
+	if r := d.res.Review; r != nil && rd.BatchJob != "" {
+		for i := range r.Decisions {
+			first := &r.Decisions[i]
+			if !first.Accepted || first.BatchJob != rd.BatchJob ||
+				workflow.GetVersion(ctx, versionBatchRepeats, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+				continue
+			}
+			if first.Repeats++; first.Repeats <= MaxIgnoredRecords {
+				d.event(ctx, len(d.res.Attempts), "review_repeated",
+					fmt.Sprintf("batch job %s sent its decision again; counted once", first.BatchJob))
+			}
+			return *first
+		}
+	}
 	rec := ReviewRecord{ReviewDecision: rd.Excerpt(), Via: via}
 	if err := d.checkReview(rd); err != nil {
 		rec.Reason = excerpt(err.Error(), maxReasonLen)
@@ -718,8 +738,11 @@ func (d *delivery) record(ctx workflow.Context, rec ReviewRecord) ReviewRecord {
 	r := d.res.Review
 	if rec.Accepted {
 		r.Decisions = append(r.Decisions, rec)
-		d.event(ctx, len(d.res.Attempts), "review_decision",
-			fmt.Sprintf("%s by %s: %s", rec.Decision, rec.Reviewer, rec.Note))
+		detail := fmt.Sprintf("%s by %s: %s", rec.Decision, rec.Reviewer, rec.Note)
+		if rec.BatchJob != "" {
+			detail += " (batch job " + rec.BatchJob + ")"
+		}
+		d.event(ctx, len(d.res.Attempts), "review_decision", detail)
 		return rec
 	}
 	r.Ignored++

@@ -96,6 +96,11 @@ type ReviewDecision struct {
 	Reviewer   string `json:"reviewer"`
 	Note       string `json:"note,omitempty"`
 	ResourceID string `json:"resource_id,omitempty"`
+	// BatchJob names the batch job that sent the decision to many
+	// deliveries at once (courier review --all): each delivery's record
+	// says which job decided it, and a delivery takes one job's decision
+	// once however often it arrives.
+	BatchJob string `json:"batch_job,omitempty"`
 }
 
 // Limits on a review decision's fields, in bytes. They keep what a delivery
@@ -105,6 +110,7 @@ const (
 	MaxReviewerLen   = 64
 	MaxResourceIDLen = 256
 	MaxNoteLen       = 1024
+	MaxBatchJobLen   = 128
 )
 
 // Validate rejects a decision that cannot be acted on, saying how to fix it.
@@ -119,6 +125,7 @@ func (d ReviewDecision) Validate() error {
 	limit("reviewer", d.Reviewer, MaxReviewerLen)
 	limit("resource_id", d.ResourceID, MaxResourceIDLen)
 	limit("note", d.Note, MaxNoteLen)
+	limit("batch_job", d.BatchJob, MaxBatchJobLen)
 	if len(errs) > 0 {
 		return errors.Join(errs...) // the checks below would quote the long value
 	}
@@ -147,6 +154,7 @@ func (d ReviewDecision) Excerpt() ReviewDecision {
 		Reviewer:   excerpt(d.Reviewer, MaxReviewerLen),
 		Note:       excerpt(d.Note, MaxNoteLen),
 		ResourceID: excerpt(d.ResourceID, MaxResourceIDLen),
+		BatchJob:   excerpt(d.BatchJob, MaxBatchJobLen),
 	}
 }
 
@@ -191,6 +199,10 @@ type ReviewRecord struct {
 	Via      string    `json:"via"` // signal or update
 	Accepted bool      `json:"accepted"`
 	Reason   string    `json:"reason,omitempty"` // why it was ignored
+	// Repeats counts how often an accepted batch job's decision arrived
+	// again (the job retried, or was sent again): counted once, never
+	// acted on twice, neither accepted nor ignored.
+	Repeats int `json:"repeats,omitempty"`
 }
 
 // DeliveryResult is the workflow's result.

@@ -30,10 +30,10 @@ func dial(ctx context.Context, logger *slog.Logger) (client.Client, client.Optio
 // withStarter dials Temporal (see dial) and runs f with a client for
 // deliveries.
 func withStarter(ctx context.Context, f func(*starter.Client) error) error {
-	c, _, err := dial(ctx, stderrLogger())
+	c, opts, err := dial(ctx, stderrLogger())
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	return f(starter.New(c))
+	return f(starter.NewWithOptions(c, opts))
 }

@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -11,12 +14,23 @@ import (
 	"github.com/abde64c9/courier/workflows"
 )
 
+// bulkFlags are review's flags for --all.
+type bulkFlags struct {
+	all, yes, dryRun bool
+	filter           starter.BulkFilter
+	parkedBefore     string
+	resourceIDs      string
+	rps              float64
+	sample           int
+}
+
 func reviewCommand() *cobra.Command {
 	var d workflows.ReviewDecision
 	var wait bool
+	var b bulkFlags
 	c := &cobra.Command{
-		Use:   "review KEY --decision retry|delivered|abandon --reviewer NAME --note TEXT [--resource-id ID]",
-		Short: "decide a delivery awaiting review: retry, delivered or abandon",
+		Use:   "review KEY|--all [filters] --decision retry|delivered|abandon --reviewer NAME --note TEXT [--resource-id ID]",
+		Short: "decide a delivery awaiting review, or many at once: retry, delivered or abandon",
 		Long: `Decides a delivery awaiting review, through the workflow's validated update: a decision
 the workflow cannot act on (malformed, not an allowed reviewer, a delivery not awaiting
 review) is refused with the reason and changes nothing.
@@ -25,10 +39,31 @@ review) is refused with the reason and changes nothing.
   retry      you checked it is not there: Courier sends again, with a fresh retry budget
   abandon    give up: the delivery ends as abandoned
 
-Prints the recorded decision as JSON (with --wait, the delivery's status once it moves on).`,
+Prints the recorded decision as JSON (with --wait, the delivery's status once it moves on).
+
+With --all instead of KEY, decides every delivery awaiting review that the filters select
+(--destination, --tenant, --operation, --parked-before, --query; running deliveries in
+state awaiting_review only). It prints how many match and a sample, and sends nothing
+without --yes (--dry-run only lists them). Retry and abandon go as one Temporal batch job
+signalling review, paced by --rps; delivered needs each delivery's resource id, from
+--resource-ids FILE (key,resource-id lines), and goes as one validated update each.
+Every decision names the job in the delivery's review record, and a delivery takes one
+job's decision once. It waits for the job, then reads each delivery's status and prints
+how many accepted the decision, ignored it (and why) or received it again, as JSON.`,
 		Example: `  courier review KEY --decision delivered --resource-id ticket-1 --reviewer alice --note "found it in the helpdesk"
-  courier review KEY --decision retry --reviewer alice --note "not in the helpdesk" --wait`,
-		Args: keyArg,
+  courier review KEY --decision retry --reviewer alice --note "not in the helpdesk" --wait
+  courier review --all --destination legacy --decision retry --reviewer ops --note "outage over" --dry-run
+  courier review --all --destination legacy --parked-before 2h --decision retry --reviewer ops --note "outage over" --yes
+  courier review --all --destination legacy --decision delivered --resource-ids found.csv --reviewer ops --note "found them" --yes`,
+		Args: func(c *cobra.Command, args []string) error {
+			if b.all {
+				if len(args) > 0 {
+					return usageError("--all decides the deliveries the filters select: give no KEY (got %q)", args[0])
+				}
+				return nil
+			}
+			return keyArg(c, args)
+		},
 		Annotations: exits(codeOK, codeError, codeUsage, codeRejected, codeAwaiting, codeNotDelivered,
 			codeUnknownKey, codeRefused),
 	}
@@ -40,15 +75,205 @@ Prints the recorded decision as JSON (with --wait, the delivery's status once it
 	choices(c, "decision", workflows.DecisionRetry, workflows.DecisionDelivered, workflows.DecisionAbandon)
 	f.StringVar(&d.ResourceID, "resource-id", "", "the `id` of the effect you found (required with --decision delivered)")
 	f.BoolVar(&wait, "wait", false, "wait for the delivery to finish or stop again, print its status, exit as deliver does")
+	f.BoolVar(&b.all, "all", false, "decide every delivery awaiting review that the filters below select, instead of KEY")
+	f.StringVar(&b.filter.Destination, "destination", "", "with --all: only deliveries to this destination `name`")
+	f.StringVar(&b.filter.Tenant, "tenant", "", "with --all: only this tenant's deliveries, `name` (read from each one's status)")
+	f.StringVar(&b.filter.Operation, "operation", "", "with --all: only this `operation`, e.g. create-ticket")
+	f.StringVar(&b.parkedBefore, "parked-before", "", "with --all: only deliveries that stopped for review before `TIME` (RFC 3339, or a duration ago: 2h)")
+	f.StringVar(&b.filter.Query, "query", "", "with --all: a visibility `query` they must match too, e.g. 'CourierBusinessID STARTS_WITH \"inv-\"'")
+	f.BoolVar(&b.yes, "yes", false, "with --all: send the decision to every delivery that matches")
+	f.BoolVar(&b.dryRun, "dry-run", false, "with --all: list what matches and send nothing")
+	f.StringVar(&b.resourceIDs, "resource-ids", "", "with --all --decision delivered: `file` of key,resource-id lines, one per delivery to decide")
+	f.Float64Var(&b.rps, "rps", starter.DefaultBulkRPS, "with --all: at most `n` decisions a second (Temporal 1.29 paces a batch job by its worker.batcherRPS alone)")
+	f.IntVar(&b.sample, "sample", 5, "with --all: how many matching deliveries to show, `n`")
+	_ = c.MarkFlagFilename("resource-ids", "csv", "txt")
 	c.RunE = func(c *cobra.Command, args []string) error {
+		ctx := c.Context()
+		if b.all {
+			bd, lines, err := b.check(c, d, wait)
+			if err != nil {
+				return err
+			}
+			return withStarter(ctx, func(s *starter.Client) error { return reviewAll(ctx, s, b, bd, lines) })
+		}
+		if err := b.checkNone(c); err != nil {
+			return err
+		}
 		key, _ := starter.ParseKey(args[0]) // keyArg checked it
 		if err := d.Validate(); err != nil {
 			return usageError("invalid decision: %w", err)
 		}
-		ctx := c.Context()
 		return withStarter(ctx, func(s *starter.Client) error { return review(ctx, s, key, d, wait) })
 	}
 	return c
+}
+
+// bulkOnly are the flags that mean something with --all only.
+var bulkOnly = []string{"destination", "tenant", "operation", "parked-before", "query", "yes", "dry-run", "resource-ids", "rps", "sample"}
+
+// checkNone refuses --all's flags for one delivery.
+func (b *bulkFlags) checkNone(c *cobra.Command) error {
+	for _, name := range bulkOnly {
+		if c.Flags().Changed(name) {
+			return usageError("--%s selects or paces deliveries for --all; for one delivery give its KEY alone", name)
+		}
+	}
+	return nil
+}
+
+// check validates --all's flags before anything is sent, and reads the
+// resource ids file.
+func (b *bulkFlags) check(c *cobra.Command, d workflows.ReviewDecision, wait bool) (starter.BulkDecision, []starter.ResourceID, error) {
+	bd := starter.BulkDecision{Decision: d.Decision, Reviewer: d.Reviewer, Note: d.Note, RPS: b.rps}
+	switch {
+	case d.ResourceID != "":
+		return bd, nil, usageError("--resource-id is one delivery's; with --all give --resource-ids FILE of key,resource-id lines")
+	case wait:
+		return bd, nil, usageError("--wait follows one delivery; --all waits for its batch job and reports each delivery's decision")
+	case b.yes && b.dryRun:
+		return bd, nil, usageError("--yes sends and --dry-run does not: give one of them")
+	case b.rps <= 0:
+		return bd, nil, usageError("--rps must be positive, e.g. --rps %d", starter.DefaultBulkRPS)
+	case b.sample < 0:
+		return bd, nil, usageError("--sample must not be negative")
+	case d.Decision == workflows.DecisionDelivered && b.resourceIDs == "":
+		return bd, nil, usageError("--decision delivered with --all needs --resource-ids FILE: one key,resource-id line per delivery " +
+			"(each effect has its own id, and a batch signal carries one payload for all)")
+	case d.Decision != workflows.DecisionDelivered && b.resourceIDs != "":
+		return bd, nil, usageError("--resource-ids goes with --decision delivered, not %s", d.Decision)
+	}
+	if b.parkedBefore != "" {
+		t, err := parseTimeOrAgo(b.parkedBefore)
+		if err != nil {
+			return bd, nil, usageError("--parked-before %q: %w", b.parkedBefore, err)
+		}
+		b.filter.ParkedBefore = t
+	}
+	check := workflows.ReviewDecision{Decision: d.Decision, Reviewer: d.Reviewer, Note: d.Note}
+	if d.Decision == workflows.DecisionDelivered {
+		check.ResourceID = "from --resource-ids"
+	}
+	if err := check.Validate(); err != nil {
+		return bd, nil, usageError("invalid decision: %w", err)
+	}
+	if b.resourceIDs == "" {
+		return bd, nil, nil
+	}
+	f, err := os.Open(b.resourceIDs)
+	if err != nil {
+		return bd, nil, usageError("--resource-ids: %w", err)
+	}
+	defer f.Close()
+	lines, err := starter.ReadResourceIDs(f)
+	if err != nil {
+		return bd, nil, usageError("--resource-ids %s: %w", b.resourceIDs, err)
+	}
+	return bd, lines, nil
+}
+
+// parseTimeOrAgo reads an RFC 3339 time, or a duration meaning that long ago.
+func parseTimeOrAgo(s string) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil && d > 0 {
+		return time.Now().Add(-d), nil
+	}
+	return time.Time{}, errors.New("give an RFC 3339 time (2026-03-01T09:00:00Z) or a duration ago (90m, 2h)")
+}
+
+// reviewAll previews the deliveries b selects and, with --yes, decides them
+// all and reports how each took the decision.
+func reviewAll(ctx context.Context, s *starter.Client, b bulkFlags, d starter.BulkDecision, lines []starter.ResourceID) error {
+	p, err := s.PreviewBulk(ctx, b.filter, b.sample)
+	if err != nil {
+		return startError(err)
+	}
+	printPreview(p)
+	if lines != nil {
+		if d.ResourceIDs, err = s.CheckResourceIDs(ctx, p, lines); err != nil {
+			return usageError("--resource-ids %s: %w; nothing was sent", b.resourceIDs, err)
+		}
+	}
+	if p.Matched == 0 {
+		fmt.Fprintln(os.Stderr, "nothing to decide")
+		return printJSON(os.Stdout, p)
+	}
+	via := "one batch job signalling review"
+	if d.Decision == workflows.DecisionDelivered {
+		via = fmt.Sprintf("%d validated updates, each with its resource id", len(d.ResourceIDs))
+	}
+	what := fmt.Sprintf("decision %s by %s (%q) as %s", d.Decision, d.Reviewer, d.Note, via)
+	if b.dryRun {
+		fmt.Fprintf(os.Stderr, "dry run: nothing was sent; --yes would send %s\n", what)
+		return printJSON(os.Stdout, p)
+	}
+	if !b.yes {
+		return usageError("nothing was sent: add --yes to send %s to these %d deliveries (--dry-run lists them and sends nothing)",
+			what, p.Matched)
+	}
+	rep, err := s.ReviewBulk(ctx, p, d)
+	if rep.Via != "" {
+		fmt.Fprintf(os.Stderr, "batch job %s: %s sent %d (%.0f a second), failed %d\n",
+			rep.JobID, rep.Via, rep.Sent, rep.SentPerSecond, rep.Failed)
+	}
+	if err != nil {
+		return startError(err)
+	}
+	if rep.Sent > rep.Matched {
+		fmt.Fprintf(os.Stderr, "%d more deliveries matched the query when the job ran than before; "+
+			"their records are not counted here (courier list --state awaiting_review shows what waits)\n", rep.Sent-rep.Matched)
+	}
+	fmt.Fprintf(os.Stderr, "%d accepted, %d ignored, %d repeats counted once, %d with no record of the job "+
+		"(read from each delivery's status, %.1fs after the job started)\n",
+		rep.Accepted, rep.Ignored, rep.Repeats, rep.Unaccounted, rep.Seconds)
+	for _, ig := range rep.IgnoredDeliveries {
+		fmt.Fprintf(os.Stderr, "  ignored by %s: %s\n", ig.Key, ig.Reason)
+	}
+	if err := printJSON(os.Stdout, rep); err != nil {
+		return err
+	}
+	switch {
+	case rep.Unaccounted > 0:
+		return &exitError{code: codeError, err: fmt.Errorf("%d deliveries hold no record of batch job %s: it did not reach them "+
+			"(decided or finished in between, or failed above); check them with courier status %s",
+			rep.Unaccounted, rep.JobID, rep.UnaccountedKeys[0])}
+	case rep.Ignored > 0:
+		return &exitError{code: codeRefused, err: fmt.Errorf("%d deliveries ignored the decision (reasons above)", rep.Ignored)}
+	}
+	return nil
+}
+
+// printPreview says on stderr how many deliveries match, and shows a sample.
+func printPreview(p starter.BulkPreview) {
+	noun := "deliveries"
+	if p.Matched == 1 {
+		noun = "delivery"
+	}
+	fmt.Fprintf(os.Stderr, "%d %s awaiting review match %s\n", p.Matched, noun, p.Query)
+	if p.Filter.Tenant != "" || !p.Filter.ParkedBefore.IsZero() {
+		var by []string
+		if p.Filter.Tenant != "" {
+			by = append(by, "tenant "+p.Filter.Tenant)
+		}
+		if !p.Filter.ParkedBefore.IsZero() {
+			by = append(by, "parked before "+p.Filter.ParkedBefore.Format(time.RFC3339))
+		}
+		fmt.Fprintf(os.Stderr, "  and, by their status, %s\n", strings.Join(by, " and "))
+	}
+	for _, m := range p.Sample {
+		fmt.Fprintf(os.Stderr, "  %s  %s", m.Key, m.Summary)
+		if !m.Parked.IsZero() {
+			fmt.Fprintf(os.Stderr, "  parked %s", m.Parked.Local().Format(time.DateTime))
+		}
+		fmt.Fprintln(os.Stderr)
+		if m.Evidence != "" {
+			fmt.Fprintf(os.Stderr, "      %s\n", m.Evidence)
+		}
+	}
+	if more := p.Matched - len(p.Sample); more > 0 && len(p.Sample) > 0 {
+		fmt.Fprintf(os.Stderr, "  ... and %d more\n", more)
+	}
 }
 
 // review records decision d on the delivery key and prints it or, with

@@ -16,6 +16,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"go.temporal.io/sdk/client"
+
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/starter"
@@ -111,7 +113,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if s.Temporal, err = StartTemporal(ctx, to); err != nil {
 		return s, err
 	}
-	s.Starter = starter.New(s.Temporal.Client())
+	s.Starter = starter.NewWithOptions(s.Temporal.Client(), client.Options{Namespace: s.Temporal.Namespace})
 	for range o.Workers {
 		if _, err := s.StartWorker(ctx, o.WorkerArgs...); err != nil {
 			return s, err
