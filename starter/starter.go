@@ -442,11 +442,11 @@ func (s *Client) reviewError(ctx context.Context, key string, err error) error {
 
 // Delivery is one line of a listing.
 type Delivery struct {
-	Key         string    `json:"key"`
-	Destination string    `json:"destination"`
-	Operation   string    `json:"operation"`
-	BusinessID  string    `json:"business_id"`
-	State       string    `json:"state"`
+	Key         string `json:"key"`
+	Destination string `json:"destination"`
+	Operation   string `json:"operation"`
+	BusinessID  string `json:"business_id"`
+	State       string `json:"state"`
 	// Held, for a paused or circuit_open delivery, is why it waits, as
 	// its destination's gate says now.
 	Held       string    `json:"held,omitempty"`
