@@ -169,15 +169,17 @@ const holdRecheck = 30 * time.Second
 // is not plainly closed. A healthy destination costs no report.
 func (g *Gate) Report(ctx context.Context, dest, key string, out activities.Outcome) {
 	b := g.cfg.Destinations[dest].Contract.Breaker
-	g.mu.Lock()
-	st := g.cache[dest].state
-	g.mu.Unlock()
+	// Admit has just read it, unless this attempt was the probe.
+	st, err := g.State(ctx, dest, gateFresh)
+	if err != nil {
+		g.log.Warn("read the destination's gate", "destination", dest, "error", err)
+	}
 	tripped := st != nil && (st.Breaker.State != workflows.GateClosed || st.Breaker.Failures > 0)
 	if !(b != nil && out.Class.FoundDown()) && !(tripped && (out.Class.FoundDown() || out.Class.Answered() || b == nil)) {
 		return
 	}
 	r := workflows.Report{Class: out.Class, Key: key, Breaker: b, At: time.Now(), Error: excerpt(out.Error, 200)}
-	_, err := g.c.SignalWithStartWorkflow(ctx, workflows.DestinationWorkflowID(dest), workflows.SignalReport, r,
+	_, err = g.c.SignalWithStartWorkflow(ctx, workflows.DestinationWorkflowID(dest), workflows.SignalReport, r,
 		client.StartWorkflowOptions{ID: workflows.DestinationWorkflowID(dest), TaskQueue: workflows.TaskQueue},
 		workflows.DestinationWorkflowType, workflows.DestinationInput{Name: dest})
 	if err != nil {

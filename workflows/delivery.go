@@ -325,6 +325,8 @@ const (
 	// holdLookAgain bounds a hold's wait: a held delivery looks at its
 	// destination's gate again after this long even if no release came.
 	holdLookAgain = 5 * time.Minute
+	// holdLookSoonest keeps a hold from being a busy loop.
+	holdLookSoonest = 5 * time.Second
 	// holdSpread spreads the deliveries held until one time (an open
 	// breaker's cool-down) over this long, by key.
 	holdSpread = 10 * time.Second
@@ -354,7 +356,7 @@ func (d *delivery) hold(ctx workflow.Context, h *activities.Hold) error {
 		for _, b := range []byte(d.res.Key) {
 			spread = (spread*31 + time.Duration(b)) % holdSpread
 		}
-		wait = min(max(h.Until.Sub(start), time.Second)+spread, holdLookAgain)
+		wait = min(max(h.Until.Sub(start), holdLookSoonest)+spread, holdLookAgain)
 	}
 	tctx, closeTimer := workflow.WithCancel(ctx)
 	released, err := workflow.AwaitWithOptions(tctx, workflow.AwaitOptions{Timeout: wait, TimerOptions: workflow.TimerOptions{
