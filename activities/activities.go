@@ -100,8 +100,9 @@ type Hold struct {
 // open, across every worker; the worker implements it over Temporal.
 type Gate interface {
 	// Admit returns nil when an attempt with this key may be sent now;
-	// fresh reads the gate itself, not a copy.
-	Admit(ctx context.Context, destination, key string, fresh bool) (*Hold, error)
+	// probe, when it goes as the breaker's one probe attempt. fresh reads
+	// the gate itself, not a copy.
+	Admit(ctx context.Context, destination, key string, fresh bool) (hold *Hold, probe bool, err error)
 	// Report tells the destination's breaker what an attempt found.
 	Report(ctx context.Context, destination, key string, out Outcome)
 	// Release tells the deliveries held at the destination to look again.
@@ -267,15 +268,17 @@ func (a *Activities) Attempt(ctx context.Context, req Request) (Outcome, error) 
 		return Outcome{}, err
 	}
 	defer stop()
+	var probe bool
 	if a.Gate != nil {
-		hold, err := a.Gate.Admit(ctx, req.Destination, req.Key, req.Released)
+		var hold *Hold
+		var err error
+		hold, probe, err = a.Gate.Admit(ctx, req.Destination, req.Key, req.Released)
 		if err != nil {
 			// Not knowing is not a reason to send: look again soon.
 			hold = &Hold{State: "circuit_open", Reason: "the destination's gate could not be read: " + err.Error(), Until: time.Now().Add(10 * time.Second)}
 		}
 		if hold != nil {
-			activity.GetLogger(ctx).Info("attempt held", "key", req.Key, "destination", req.Destination, "state", hold.State, "reason", hold.Reason)
-			return Outcome{Class: contract.ClassHeld, Hold: hold, Error: "not sent: " + hold.Reason, Terms: current}, nil
+			return held(ctx, req, hold, current), nil
 		}
 	}
 	ctx, cancel := a.cutShortOnStop(ctx)
@@ -286,12 +289,28 @@ func (a *Activities) Attempt(ctx context.Context, req Request) (Outcome, error) 
 		if a.Gate != nil {
 			a.Gate.Report(ctx, req.Destination, req.Key, out)
 		}
+		if probe && out.Class.FoundDown() && out.Class.NothingApplied() {
+			// The breaker's probe, not the delivery's attempt: it found the
+			// destination still down and applied nothing, so the delivery
+			// spends nothing on it. Anything else it found counts.
+			h := &Hold{State: "circuit_open", Since: time.Now(), Reason: "the breaker's probe found it still down: " + out.Error}
+			if b := a.Contracts[req.Destination].Breaker; b != nil {
+				h.Until = h.Since.Add(b.CoolDown.D()) // the breaker's next probe
+			}
+			return held(ctx, req, h, current), nil
+		}
 	}
 	out.Terms = current
 	activity.GetLogger(ctx).Info("attempt finished",
 		"key", req.Key, "destination", req.Destination, "attempt", req.Attempt,
 		"class", out.Class, "status_code", out.StatusCode, "error", out.Error)
 	return out, nil
+}
+
+// held is the outcome of an attempt the gate held back.
+func held(ctx context.Context, req Request, h *Hold, current *Terms) Outcome {
+	activity.GetLogger(ctx).Info("attempt held", "key", req.Key, "destination", req.Destination, "state", h.State, "reason", h.Reason)
+	return Outcome{Class: contract.ClassHeld, Hold: h, Error: "not sent: " + h.Reason, Terms: current}
 }
 
 // maxEarlierRunsNamed bounds the runs an earlier_run outcome names.

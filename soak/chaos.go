@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,6 +17,8 @@ import (
 
 	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/sandbox"
+	"github.com/abde64c9/courier/worker"
+	"github.com/abde64c9/courier/workflows"
 )
 
 const (
@@ -347,4 +350,56 @@ func (r *run) sandboxServices() []string {
 		}
 	}
 	return out
+}
+
+// pauseAndResume pauses Options.Pause from a fifth of the window to past
+// its middle, through the destination's gate as an operator would, and
+// counts the requests that reached it while it was paused: none may.
+func (r *run) pauseAndResume(ctx context.Context, window time.Duration) {
+	name := r.o.Pause
+	if name == "" {
+		return
+	}
+	if _, ok := r.stack.Config.Destinations[name]; !ok {
+		r.violation("pause: the soak has no destination %q; use one of %s", name, strings.Join(r.stack.Config.Names(), ", "))
+		return
+	}
+	began := time.Now()
+	sleep := func(until time.Duration) bool {
+		select {
+		case <-time.After(time.Until(began.Add(until))):
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	if !sleep(window / 5) {
+		return
+	}
+	if _, err := r.stack.Starter.Pause(ctx, name, workflows.PauseRequest{Reason: "soak: paused mid-run", By: "soak"}); err != nil {
+		r.violation("pause %s: %v", name, err)
+		return
+	}
+	paused := time.Now()
+	r.logf("paused %s", name)
+	// Attempts under way when it paused may still arrive; after the
+	// workers' read of the gate, nothing may.
+	time.Sleep(2 * worker.GateFresh)
+	path := lab.SandboxService(r.stack.Config.Destinations[name])
+	before := len(r.stack.Sandbox.Requests(path))
+	if !sleep(window * 55 / 100) {
+		return
+	}
+	sent := len(r.stack.Sandbox.Requests(path)) - before
+	if _, err := r.stack.Starter.Resume(ctx, name, workflows.ResumeRequest{By: "soak", Note: "soak: resumed"}); err != nil {
+		r.violation("resume %s: %v", name, err)
+		return
+	}
+	r.mu.Lock()
+	r.sum.Paused = &PauseSummary{Destination: name, For: time.Since(paused).Round(time.Second).String(), SentWhilePaused: sent}
+	r.mu.Unlock()
+	r.logf("resumed %s after %s; %d requests reached it while paused", name, time.Since(paused).Round(time.Second), sent)
+	if sent > 0 {
+		r.violation("%d requests reached %s while it was paused", sent, name)
+	}
 }

@@ -35,11 +35,13 @@ type Summary struct {
 	FaultsInjected int `json:"faults_injected"`
 	// FaultsApplied counts, from the sandbox's request logs, the requests
 	// a fault actually hit.
-	FaultsApplied  map[string]int `json:"faults_applied"`
-	WorkerKills    int            `json:"worker_kills"`
-	WorkerExits    int            `json:"worker_exits"` // exits the soak did not cause, restarted
-	ServerRestarts int            `json:"server_restarts"`
-	StartRetries   int            `json:"start_retries"`
+	FaultsApplied map[string]int `json:"faults_applied"`
+	// Paused is the destination paused mid-run (Options.Pause), if any.
+	Paused         *PauseSummary `json:"paused,omitempty"`
+	WorkerKills    int           `json:"worker_kills"`
+	WorkerExits    int           `json:"worker_exits"` // exits the soak did not cause, restarted
+	ServerRestarts int           `json:"server_restarts"`
+	StartRetries   int           `json:"start_retries"`
 	// AttemptsLost are attempts Temporal declared lost (the worker running
 	// them died, or they outlived their timeout): the kills' footprint.
 	AttemptsLost int `json:"attempts_lost"`
@@ -332,4 +334,11 @@ func (r *run) checkOrphans(effects map[string][]lab.Effect, bad func(*delivery, 
 			}
 		}
 	}
+}
+
+// PauseSummary is the mid-run pause of a destination.
+type PauseSummary struct {
+	Destination     string `json:"destination"`
+	For             string `json:"for"`
+	SentWhilePaused int    `json:"sent_while_paused"`
 }

@@ -98,6 +98,11 @@ type Options struct {
 	// have its output redirected. Empty: no server restart on an external
 	// server.
 	RestartServer string
+	// Pause, when set, names a destination an operator pauses for part of
+	// the run (from a fifth to past half of the start window) and resumes:
+	// nothing may reach it while paused, and its deliveries still end
+	// with one effect each.
+	Pause string
 }
 
 func (o *Options) defaults() error {
@@ -257,7 +262,8 @@ func (r *run) soak(ctx, caller context.Context) error {
 	}()
 
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
+	go func() { defer wg.Done(); r.pauseAndResume(ctx, window) }()
 	go func() { defer wg.Done(); r.startAll(ctx) }()
 	go func() { defer wg.Done(); r.chaos(ctx, window) }()
 	go func() { defer wg.Done(); r.injectFaults(ctx, window) }()

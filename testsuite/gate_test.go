@@ -12,7 +12,6 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -22,8 +21,6 @@ import (
 	sdkpb "go.temporal.io/api/sdk/v1"
 
 	"github.com/abde64c9/courier/contract"
-	"github.com/abde64c9/courier/devserver"
-	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/workflows"
@@ -163,10 +160,7 @@ func TestBreakerHoldsDuringOutage(t *testing.T) {
 func TestPauseHoldsAcrossKillAndRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
-	tmp, err := lab.StartTemporal(ctx, lab.TemporalOptions{DBFile: filepath.Join(dir, lab.TemporalDB), Logger: testLogger})
-	require.NoError(t, err, devserver.BuildHint)
-	defer tmp.Close()
+	tmp := restartableServer(ctx, t, t.TempDir())
 	s := newOpsStackOn(t, tmp, map[string]sandbox.Mode{"paused": sandbox.ModeHonoursKeys})
 	retry := contract.Retry{MaxAttempts: 3, AttemptTimeout: contract.Duration(5 * time.Second), Deadline: contract.Duration(30 * time.Second)}
 	d := s.dest("paused", contract.Contract{Dedup: contract.DedupKey, Retry: retry})
@@ -175,7 +169,7 @@ func TestPauseHoldsAcrossKillAndRestart(t *testing.T) {
 	w := s.startWorker()
 
 	const reason = "partner maintenance INC-7"
-	_, err = s.starter.Pause(ctx, "paused", workflows.PauseRequest{Reason: reason, By: "alice"})
+	_, err := s.starter.Pause(ctx, "paused", workflows.PauseRequest{Reason: reason, By: "alice"})
 	require.NoError(t, err)
 	time.Sleep(2 * time.Second) // the workers' read of the gate
 	const n = 20

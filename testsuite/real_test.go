@@ -163,11 +163,7 @@ func TestRealServerRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	// This server and its client are the test's own: the client outlives
-	// the first server process and reconnects to the second.
-	tmp, err := lab.StartTemporal(ctx, lab.TemporalOptions{DBFile: filepath.Join(dir, lab.TemporalDB), Logger: testLogger})
-	require.NoError(t, err, devserver.BuildHint)
-	defer tmp.Close()
+	tmp := restartableServer(ctx, t, dir)
 	rl := &RealLab{Temporal: tmp}
 	env, err := NewEnv(dir)
 	require.NoError(t, err)
@@ -214,6 +210,17 @@ func TestRealServerRestart(t *testing.T) {
 	n, err := env.Effects(lab.DestHelpdesk, id)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
+}
+
+// restartableServer is a dev server of the test's own, kept in a file in
+// dir so that it can be stopped and started again; its client outlives the
+// first server process and reconnects to the second.
+func restartableServer(ctx context.Context, t *testing.T, dir string) *lab.Temporal {
+	t.Helper()
+	tmp, err := lab.StartTemporal(ctx, lab.TemporalOptions{DBFile: filepath.Join(dir, lab.TemporalDB), Logger: testLogger})
+	require.NoError(t, err, devserver.BuildHint)
+	t.Cleanup(tmp.Close)
+	return tmp
 }
 
 // restartRetryWait outlasts the server's stop, which drains gracefully

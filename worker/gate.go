@@ -127,18 +127,18 @@ func ReadGate(ctx context.Context, c client.Client, dc converter.DataConverter, 
 }
 
 // Admit says whether an attempt may be sent now; see activities.Gate.
-func (g *Gate) Admit(ctx context.Context, dest, key string, fresh bool) (*activities.Hold, error) {
+func (g *Gate) Admit(ctx context.Context, dest, key string, fresh bool) (*activities.Hold, bool, error) {
 	maxAge := gateFresh
 	if fresh {
 		maxAge = 0
 	}
 	st, err := g.State(ctx, dest, maxAge)
 	if err != nil || st == nil {
-		return nil, err
+		return nil, false, err
 	}
 	hold, probe := st.Hold(time.Now())
 	if !probe {
-		return hold, nil
+		return hold, false, nil
 	}
 	h, err := g.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID: workflows.DestinationWorkflowID(dest), UpdateName: workflows.UpdateProbe,
@@ -150,14 +150,14 @@ func (g *Gate) Admit(ctx context.Context, dest, key string, fresh bool) (*activi
 	}
 	g.forget(dest)
 	if err != nil {
-		return nil, fmt.Errorf("ask %s's gate for the probe: %w", dest, err)
+		return nil, false, fmt.Errorf("ask %s's gate for the probe: %w", dest, err)
 	}
 	if granted {
 		g.log.Info("probe attempt let through", "destination", dest, "key", key)
-		return nil, nil
+		return nil, true, nil
 	}
 	hold.Until = time.Now().Add(holdRecheck)
-	return hold, nil
+	return hold, false, nil
 }
 
 // holdRecheck is when an attempt denied the probe looks again; the probe's

@@ -48,6 +48,7 @@ command that restarts it mid-run; without one, the server is not restarted.`,
 	f.DurationVar(&o.Timeout, "timeout", soak.DefaultTimeout, "bound on the whole run")
 	f.StringVar(&o.Dir, "dir", "", "keep the run's files (SQLite databases, logs) here; default a temporary folder, kept only on failure")
 	f.BoolVar(&quiet, "quiet", false, "no progress lines on stderr")
+	f.StringVar(&o.Pause, "pause", "", "pause this `destination` for part of the run and resume it (e.g. helpdesk)")
 	f.StringVar(&o.RestartServer, "restart-server", "", "on an external server (TEMPORAL_ADDRESS), a shell command run mid-soak to restart it, "+
 		"within "+soak.RestartTimeout.String()+"; a server it starts in the background should send its output elsewhere")
 	_ = c.MarkFlagDirname("dir")
