@@ -39,11 +39,13 @@ const historiesDir = "testdata/histories"
 // Sets of recorded histories: deliveries that decided from the worker's
 // destinations file; deliveries that decide from the contract recorded with
 // their first attempt; deliveries their callers waited on with the deliver
-// update.
+// update; deliveries that notify when they park, close their review timer
+// on a decision and fail when nothing was delivered.
 const (
 	setConfigContract   = "config-contract"
 	setRecordedContract = "recorded-contract"
 	setDeliverUpdate    = "deliver-update"
+	setReviewDesk       = "review-desk"
 )
 
 // recordedHistories reads every set's index and checks that each covers
@@ -56,7 +58,7 @@ func recordedHistories(t *testing.T) []RecordedHistory {
 	for _, idx := range indexes {
 		sets = append(sets, filepath.Base(filepath.Dir(idx)))
 	}
-	require.ElementsMatch(t, []string{setConfigContract, setRecordedContract, setDeliverUpdate}, sets)
+	require.ElementsMatch(t, []string{setConfigContract, setRecordedContract, setDeliverUpdate, setReviewDesk}, sets)
 	var hs []RecordedHistory
 	for _, set := range sets {
 		hs = append(hs, recordedSet(t, set)...)
