@@ -31,7 +31,10 @@ const (
 
 // background are server operations that are no delivery's work: the
 // worker's awaiting-review gauge, the task queues' own bookkeeping.
-var background = []string{"CountWorkflowExecutions", "visibility CountWorkflowExecutions", "matching UpdateTaskQueue"}
+var background = []string{"CountWorkflowExecutions", "visibility CountWorkflowExecutions", "matching UpdateTaskQueue",
+	// Workers' reads of the destinations' gates: one a second per worker,
+	// whatever the deliveries.
+	"ListWorkflowExecutions", "visibility ListWorkflowExecutions"}
 
 // perDelivery totals m without the background operations.
 func perDelivery(m map[string]float64) float64 {

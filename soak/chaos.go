@@ -384,7 +384,7 @@ func (r *run) pauseAndResume(ctx context.Context, window time.Duration) {
 	r.logf("paused %s", name)
 	// Attempts under way when it paused may still arrive; after the
 	// workers' read of the gate, nothing may.
-	time.Sleep(2 * worker.GateFresh)
+	time.Sleep(worker.GateFresh + time.Second)
 	path := lab.SandboxService(r.stack.Config.Destinations[name])
 	before := len(r.stack.Sandbox.Requests(path))
 	if !sleep(window * 55 / 100) {

@@ -7,12 +7,14 @@ package testsuite
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,6 +23,7 @@ import (
 	sdkpb "go.temporal.io/api/sdk/v1"
 
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/workflows"
@@ -197,6 +200,10 @@ func TestPauseHoldsAcrossKillAndRestart(t *testing.T) {
 		return err == nil && len(ds) == n && ds[0].Held == "paused: "+reason+" (paused by alice)"
 	}, 30*time.Second, 500*time.Millisecond, "courier list shows the held deliveries with the reason")
 
+	require.Eventually(t, func() bool {
+		return strings.Contains(scrape(t, w), `courier_destination_state{destination="paused",state="paused"} 1`)
+	}, 30*time.Second, time.Second, "the worker's gauge shows the destination paused")
+
 	// A worker SIGKILLed and the server restarted while paused.
 	w.Kill()
 	tmp.StopServer()
@@ -223,4 +230,14 @@ func TestPauseHoldsAcrossKillAndRestart(t *testing.T) {
 	last := gate.Transitions[len(gate.Transitions)-1]
 	require.Equal(t, "alice", last.By, "who resumed is recorded")
 	require.Contains(t, last.Why, "maintenance over")
+}
+
+// scrape reads a worker's /metrics.
+func scrape(t *testing.T, w *lab.Worker) string {
+	resp, err := http.Get("http://" + w.MetricsAddr() + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(b)
 }

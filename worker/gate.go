@@ -25,18 +25,19 @@ import (
 // the state the worker last read, 0 for the others.
 const MetricDestinationState = "courier_destination_state"
 
+// How a worker keeps its copy of the gates: a background loop lists every
+// gate (their memos, from visibility) in one call each refreshEvery, so an
+// attempt reads its copy without a call to the server, and a destination
+// that never had a gate costs nothing. Only a copy older than GateFresh
+// (the loop is behind) is read on the attempt's path.
 const (
-	// gateFresh is how old a gate's state may be when an attempt is
-	// admitted: a pause reaches every worker within it.
-	gateFresh = time.Second
-	// gateWatchEvery refreshes every destination's state for the gauge.
-	gateWatchEvery = 10 * time.Second
+	refreshEvery = time.Second
 	// defaultReleaseRate paces a release for a destination with no rate limit.
 	defaultReleaseRate = 10
 )
 
 // GateFresh is how long a pause or resume takes to reach every worker.
-const GateFresh = gateFresh
+const GateFresh = 2 * refreshEvery
 
 // Gate is the worker's side of its destinations' gates: it reads each
 // gate's memo, asks for the probe by update, reports attempts by
@@ -65,7 +66,8 @@ func NewGate(c client.Client, namespace string, dc converter.DataConverter, cfg 
 	if dc == nil {
 		dc = converter.GetDefaultDataConverter()
 	}
-	g := &Gate{c: c, namespace: namespace, dc: dc, cfg: cfg, log: log, cache: map[string]gateRead{}, gauges: map[string]map[string]client.MetricsGauge{}}
+	g := &Gate{c: c, namespace: namespace, dc: dc, cfg: cfg, log: log,
+		cache: map[string]gateRead{}, gauges: map[string]map[string]client.MetricsGauge{}}
 	for _, name := range cfg.Names() {
 		g.gauges[name] = map[string]client.MetricsGauge{}
 		for _, st := range []string{workflows.GateClosed, workflows.GateOpen, workflows.GateHalfOpen, workflows.GatePaused} {
@@ -87,8 +89,14 @@ func (g *Gate) State(ctx context.Context, dest string, maxAge time.Duration) (*w
 	if err != nil {
 		return nil, err
 	}
+	g.keep(dest, st, time.Now())
+	return st, nil
+}
+
+// keep stores a read of a gate and shows it on the gauge.
+func (g *Gate) keep(dest string, st *workflows.DestinationState, at time.Time) {
 	g.mu.Lock()
-	g.cache[dest] = gateRead{at: time.Now(), state: st}
+	g.cache[dest] = gateRead{at: at, state: st}
 	g.mu.Unlock()
 	state := workflows.GateClosed
 	if st != nil {
@@ -101,7 +109,41 @@ func (g *Gate) State(ctx context.Context, dest string, maxAge time.Duration) (*w
 			gauge.Update(0)
 		}
 	}
-	return st, nil
+}
+
+// readAll lists every running gate with its memo, in one visibility call,
+// and keeps a read of each configured destination: listed, or closed.
+func (g *Gate) readAll(ctx context.Context) error {
+	at := time.Now()
+	got := map[string]*workflows.DestinationState{}
+	var token []byte
+	for {
+		resp, err := g.c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Query:         fmt.Sprintf(`WorkflowType = %q AND ExecutionStatus = "Running"`, workflows.DestinationWorkflowType),
+			NextPageToken: token,
+		})
+		if err != nil {
+			return fmt.Errorf("list the destinations' gates: %w", err)
+		}
+		for _, e := range resp.GetExecutions() {
+			p, ok := e.GetMemo().GetFields()[workflows.MemoGate]
+			if !ok {
+				continue // started, nothing published yet: closed
+			}
+			var st workflows.DestinationState
+			if err := g.dc.FromPayload(p, &st); err != nil {
+				return fmt.Errorf("decode the gate %s: %w", e.GetExecution().GetWorkflowId(), err)
+			}
+			got[strings.TrimPrefix(e.GetExecution().GetWorkflowId(), workflows.DestinationIDPrefix)] = &st
+		}
+		if token = resp.GetNextPageToken(); len(token) == 0 {
+			break
+		}
+	}
+	for _, name := range g.cfg.Names() {
+		g.keep(name, got[name], at)
+	}
+	return nil
 }
 
 // ReadGate reads a destination's gate from its workflow's memo; nil when it
@@ -128,7 +170,7 @@ func ReadGate(ctx context.Context, c client.Client, dc converter.DataConverter, 
 
 // Admit says whether an attempt may be sent now; see activities.Gate.
 func (g *Gate) Admit(ctx context.Context, dest, key string, fresh bool) (*activities.Hold, bool, error) {
-	maxAge := gateFresh
+	maxAge := GateFresh
 	if fresh {
 		maxAge = 0
 	}
@@ -170,7 +212,7 @@ const holdRecheck = 30 * time.Second
 func (g *Gate) Report(ctx context.Context, dest, key string, out activities.Outcome) {
 	b := g.cfg.Destinations[dest].Contract.Breaker
 	// Admit has just read it, unless this attempt was the probe.
-	st, err := g.State(ctx, dest, gateFresh)
+	st, err := g.State(ctx, dest, GateFresh)
 	if err != nil {
 		g.log.Warn("read the destination's gate", "destination", dest, "error", err)
 	}
@@ -222,15 +264,13 @@ func (g *Gate) Release(ctx context.Context, dest string) error {
 	return nil
 }
 
-// watch refreshes every destination's state for the gauge until ctx ends.
+// watch keeps the worker's copy of the gates fresh until ctx ends.
 func (g *Gate) watch(ctx context.Context) {
-	t := time.NewTicker(gateWatchEvery)
+	t := time.NewTicker(refreshEvery)
 	defer t.Stop()
 	for {
-		for _, name := range g.cfg.Names() {
-			if _, err := g.State(ctx, name, gateWatchEvery/2); err != nil && ctx.Err() == nil {
-				g.log.Debug("read a destination's gate", "destination", name, "error", err)
-			}
+		if err := g.readAll(ctx); err != nil && ctx.Err() == nil {
+			g.log.Debug("read the destinations' gates", "error", err)
 		}
 		select {
 		case <-ctx.Done():

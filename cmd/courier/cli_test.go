@@ -429,7 +429,7 @@ func testMissingFlags(t *testing.T, c *cli) {
 		{[]string{"probe"}, "missing DESTINATION"},
 		{[]string{"probe", "helpdesk"}, "missing flag --destinations"},
 		{[]string{"deliver", "--bogus"}, "flag provided but not defined: -bogus"},
-		{[]string{"list", "--state", "waiting"}, `--state "waiting" unknown; use one of delivering, awaiting_review, created`},
+		{[]string{"list", "--state", "waiting"}, `--state "waiting" unknown; use one of delivering, paused, circuit_open, awaiting_review, created`},
 	} {
 		r := c.courier(tc.args...)
 		require.Equal(t, codeUsage, r.code, "%v: %s", tc.args, r.stderr)
