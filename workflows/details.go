@@ -72,8 +72,8 @@ func (d *delivery) details() string {
 		b.WriteString("\n\nor here: More Actions → **Send an Update** (not Send a Signal: the update refuses a bad decision " +
 			"and says why, a signal is ignored silently), name `review`, with:\n\n" +
 			fence(`{"decision": "delivered", "resource_id": "ID", "reviewer": "NAME", "note": "found it"}`) +
-			"\n\n(`decision` is `retry`, `delivered` or `abandon`; `resource_id` only with `delivered`.)"+
-			"\n\nMany parked here at once (after an outage): preview, then decide them in one batch job:\n\n"+
+			"\n\n(`decision` is `retry`, `delivered` or `abandon`; `resource_id` only with `delivered`.)" +
+			"\n\nMany parked here at once (after an outage): preview, then decide them in one batch job:\n\n" +
 			fence(fmt.Sprintf("courier review --all --destination %s --decision retry --reviewer NAME --note \"why\" --dry-run", d.in.Destination)))
 	}
 	if r := d.res.Review; r != nil {
