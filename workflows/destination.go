@@ -147,7 +147,7 @@ const (
 	// gateHistoryLimit is when the gate continues as new: reports arrive on
 	// every failed attempt during an outage.
 	gateHistoryLimit = 2000
-	// maxReasonBytes bounds a pause's reason and who paused.
+	// maxPauseReason and maxPauseBy bound a pause's reason and who paused.
 	maxPauseReason = 512
 	maxPauseBy     = 64
 )
