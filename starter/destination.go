@@ -111,7 +111,7 @@ func (s *Client) Destinations(ctx context.Context) ([]string, error) {
 	var token []byte
 	for {
 		resp, err := s.c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-			Query:         fmt.Sprintf(`WorkflowType = %q AND ExecutionStatus = "Running"`, workflows.DestinationWorkflowType),
+			Query:         workflows.GatesQuery,
 			NextPageToken: token,
 		})
 		if err != nil {

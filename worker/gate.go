@@ -119,7 +119,7 @@ func (g *Gate) readAll(ctx context.Context) error {
 	var token []byte
 	for {
 		resp, err := g.c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-			Query:         fmt.Sprintf(`WorkflowType = %q AND ExecutionStatus = "Running"`, workflows.DestinationWorkflowType),
+			Query:         workflows.GatesQuery,
 			NextPageToken: token,
 		})
 		if err != nil {
