@@ -136,8 +136,8 @@ func TestBadStarts(t *testing.T) {
 					ID: workflows.WorkflowID(opkey.Key(hand.Operation)), TaskQueue: workflows.TaskQueue,
 				}, workflows.WorkflowType, hand)
 				require.NoError(t, err)
-				var res workflows.DeliveryResult
-				require.NoError(t, run.Get(ctx, &res))
+				res, ok := workflows.NotDeliveredResult(run.Get(ctx, nil))
+				require.True(t, ok, "a rejected run fails with its result")
 				requireRejected(t, res, row.want)
 
 				// The rejection did not consume the operation: corrected, it

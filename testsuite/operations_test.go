@@ -405,8 +405,8 @@ func TestSecondRunNeverSendsBlind(t *testing.T) {
 		require.Contains(t, st.Review.Evidence, "created")
 		require.Equal(t, 1, s.effects("plain"), "nothing sent without a review")
 		s.review(ctx, first.Key, workflows.ReviewDecision{Decision: "abandon", Reviewer: "ops", Note: "started by mistake"})
-		var res workflows.DeliveryResult
-		require.NoError(t, second.Get(ctx, &res))
+		res, ok := workflows.NotDeliveredResult(second.Get(ctx, nil))
+		require.True(t, ok, "an abandoned run fails with its result")
 		require.Equal(t, workflows.StatusAbandoned, res.Status)
 		s.requireSound(ctx, res)
 		require.Equal(t, 1, s.effects("plain"))

@@ -59,7 +59,12 @@ func EnsureNamespace(ctx context.Context, c client.Client, ns string) error {
 			}
 		}
 		if len(add) == 0 {
-			return nil
+			// Listed is not yet known to the frontend that validates a
+			// start: a query on them answers once it is.
+			_, err := ws.CountWorkflowExecutions(ctx, &workflowservice.CountWorkflowExecutionsRequest{
+				Namespace: ns, Query: workflows.SADestination.GetName() + ` = "x" AND ` + workflows.SAState.GetName() + ` = "x"`,
+			})
+			return err
 		}
 		_, err = ops.AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{Namespace: ns, SearchAttributes: add})
 		if err == nil {
