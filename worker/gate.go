@@ -85,7 +85,7 @@ func (g *Gate) State(ctx context.Context, dest string, maxAge time.Duration) (*w
 	if ok && time.Since(r.at) < maxAge {
 		return r.state, nil
 	}
-	st, err := ReadGate(ctx, g.c, g.dc, dest)
+	st, err := readGate(ctx, g.c, g.dc, dest)
 	if err != nil {
 		return nil, err
 	}
@@ -146,9 +146,9 @@ func (g *Gate) readAll(ctx context.Context) error {
 	return nil
 }
 
-// ReadGate reads a destination's gate from its workflow's memo; nil when it
+// readGate reads a destination's gate from its workflow's memo; nil when it
 // has none (never paused, breaker never tripped): closed.
-func ReadGate(ctx context.Context, c client.Client, dc converter.DataConverter, dest string) (*workflows.DestinationState, error) {
+func readGate(ctx context.Context, c client.Client, dc converter.DataConverter, dest string) (*workflows.DestinationState, error) {
 	desc, err := c.DescribeWorkflowExecution(ctx, workflows.DestinationWorkflowID(dest), "")
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
