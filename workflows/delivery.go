@@ -358,15 +358,9 @@ func (d *delivery) hold(ctx workflow.Context, h *activities.Hold) error {
 		}
 		wait = min(max(h.Until.Sub(start), holdLookSoonest)+spread, holdLookAgain)
 	}
-	tctx, closeTimer := workflow.WithCancel(ctx)
-	released, err := workflow.AwaitWithOptions(tctx, workflow.AwaitOptions{Timeout: wait, TimerOptions: workflow.TimerOptions{
-		Summary: fmt.Sprintf("held: %s at %s; look again in %s", strings.ReplaceAll(h.State, "_", " "), d.in.Destination, wait.Round(time.Second)),
-	}}, func() bool { return d.released })
-	if err != nil {
+	summary := fmt.Sprintf("held: %s at %s; look again in %s", strings.ReplaceAll(h.State, "_", " "), d.in.Destination, wait.Round(time.Second))
+	if _, err := awaitClosingTimer(ctx, wait, summary, func() bool { return d.released }); err != nil {
 		return err
-	}
-	if released {
-		closeTimer()
 	}
 	d.heldFor += workflow.Now(ctx).Sub(start)
 	d.held = nil
@@ -577,20 +571,20 @@ func (d *delivery) review(ctx workflow.Context, reminder contract.Duration, evid
 			}
 			break
 		}
-		wctx, closeTimer := ctx, func() {}
+		summary := fmt.Sprintf("waiting for a review; reminder in %s", reminder)
+		var ok bool
+		var err error
 		if desk {
-			// Closed when a decision comes, so nothing in the history looks pending.
-			wctx, closeTimer = workflow.WithCancel(ctx)
+			ok, err = awaitClosingTimer(ctx, reminder.D(), summary, decided)
+		} else {
+			ok, err = workflow.AwaitWithOptions(ctx, workflow.AwaitOptions{
+				Timeout: reminder.D(), TimerOptions: workflow.TimerOptions{Summary: summary},
+			}, decided)
 		}
-		ok, err := workflow.AwaitWithOptions(wctx, workflow.AwaitOptions{
-			Timeout: reminder.D(), TimerOptions: workflow.TimerOptions{Summary: fmt.Sprintf("waiting for a review; reminder in %s", reminder)},
-		}, decided)
 		if err != nil {
 			return true, DeliveryResult{}, err
 		}
-		if ok {
-			closeTimer()
-		} else {
+		if !ok {
 			d.remind(ctx, desk)
 		}
 	}
@@ -630,6 +624,19 @@ func (d *delivery) remind(ctx workflow.Context, desk bool) {
 		detail += ": " + err.Error() // a failed reminder never ends the wait
 	}
 	d.recordReminder(ctx, d.res.Review.Reminders, detail)
+}
+
+// awaitClosingTimer is workflow.AwaitWithOptions whose timer is canceled
+// when the condition comes first, so nothing in the history looks pending.
+func awaitClosingTimer(ctx workflow.Context, timeout time.Duration, summary string, cond func() bool) (bool, error) {
+	tctx, cancel := workflow.WithCancel(ctx)
+	ok, err := workflow.AwaitWithOptions(tctx, workflow.AwaitOptions{
+		Timeout: timeout, TimerOptions: workflow.TimerOptions{Summary: summary},
+	}, cond)
+	if ok && err == nil {
+		cancel()
+	}
+	return ok, err
 }
 
 // versionReviewDesk marks deliveries that tell someone when they park,

@@ -259,8 +259,11 @@ func (g *gate) setup(ctx workflow.Context) error {
 func (g *gate) probe(ctx workflow.Context, key string) bool {
 	now := workflow.Now(ctx)
 	b := &g.s.Breaker
-	if g.s.Paused != nil || b.State == GateClosed {
-		return b.State == GateClosed && g.s.Paused == nil
+	switch {
+	case g.s.Paused != nil:
+		return false
+	case b.State == GateClosed:
+		return true
 	}
 	if b.State == GateOpen && now.Before(b.ReopensAt()) {
 		return false
@@ -357,14 +360,8 @@ func (g *gate) run(ctx workflow.Context) (DestinationState, error) {
 				return g.s, err
 			}
 		case wait > 0:
-			tctx, closeTimer := workflow.WithCancel(ctx)
-			ok, err := workflow.AwaitWithOptions(tctx, workflow.AwaitOptions{Timeout: wait,
-				TimerOptions: workflow.TimerOptions{Summary: "gate: " + g.s.State + " until " + next.UTC().Format(time.RFC3339)}}, wake)
-			if err != nil {
+			if _, err := awaitClosingTimer(ctx, wait, "gate: "+g.s.State+" until "+next.UTC().Format(time.RFC3339), wake); err != nil {
 				return g.s, err
-			}
-			if ok {
-				closeTimer()
 			}
 		}
 		now := workflow.Now(ctx)
