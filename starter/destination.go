@@ -81,20 +81,13 @@ type DestinationStatus struct {
 	Held int64 `json:"held"`
 }
 
-// Destination reads a destination's gate; one that never had one is closed.
+// Destination reads a destination's gate and counts the deliveries it
+// holds; one that never had a gate is closed.
 func (s *Client) Destination(ctx context.Context, dest string) (DestinationStatus, error) {
-	out := DestinationStatus{DestinationState: workflows.DestinationState{
-		Name: dest, State: workflows.GateClosed, Breaker: workflows.Breaker{State: workflows.GateClosed}}}
-	v, err := s.c.QueryWorkflow(ctx, workflows.DestinationWorkflowID(dest), "", workflows.QueryGate)
-	var nf *serviceerror.NotFound
-	switch {
-	case errors.As(err, &nf):
-	case err != nil:
-		return out, fmt.Errorf("read the gate of %s: %w", dest, err)
-	default:
-		if err := v.Get(&out.DestinationState); err != nil {
-			return out, fmt.Errorf("decode the gate of %s: %w", dest, err)
-		}
+	g, err := s.gate(ctx, dest)
+	out := DestinationStatus{DestinationState: g}
+	if err != nil {
+		return out, err
 	}
 	n, err := s.c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Query: workflows.HeldQuery(dest)})
 	if err != nil {
@@ -102,6 +95,23 @@ func (s *Client) Destination(ctx context.Context, dest string) (DestinationStatu
 	}
 	out.Held = n.GetCount()
 	return out, nil
+}
+
+// gate reads a destination's gate; one that never had one is closed.
+func (s *Client) gate(ctx context.Context, dest string) (workflows.DestinationState, error) {
+	g := workflows.DestinationState{Name: dest, State: workflows.GateClosed, Breaker: workflows.Breaker{State: workflows.GateClosed}}
+	v, err := s.c.QueryWorkflow(ctx, workflows.DestinationWorkflowID(dest), "", workflows.QueryGate)
+	var nf *serviceerror.NotFound
+	switch {
+	case errors.As(err, &nf):
+		return g, nil
+	case err != nil:
+		return g, fmt.Errorf("read the gate of %s: %w", dest, err)
+	}
+	if err := v.Get(&g); err != nil {
+		return g, fmt.Errorf("decode the gate of %s: %w", dest, err)
+	}
+	return g, nil
 }
 
 // Destinations lists the destinations that have a gate (paused once, or

@@ -540,7 +540,7 @@ func (s *Client) withHolds(ctx context.Context, ds []Delivery) []Delivery {
 		}
 		reason, ok := why[d.Destination]
 		if !ok {
-			if g, err := s.Destination(ctx, d.Destination); err == nil {
+			if g, err := s.gate(ctx, d.Destination); err == nil {
 				if h, _ := g.Hold(time.Now()); h != nil {
 					reason = strings.ReplaceAll(h.State, "_", " ") + ": " + h.Reason
 				}

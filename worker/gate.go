@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	batchpb "go.temporal.io/api/batch/v1"
+	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
@@ -126,15 +127,12 @@ func (g *Gate) readAll(ctx context.Context) error {
 			return fmt.Errorf("list the destinations' gates: %w", err)
 		}
 		for _, e := range resp.GetExecutions() {
-			p, ok := e.GetMemo().GetFields()[workflows.MemoGate]
-			if !ok {
-				continue // started, nothing published yet: closed
+			name := strings.TrimPrefix(e.GetExecution().GetWorkflowId(), workflows.DestinationIDPrefix)
+			st, err := gateFromMemo(g.dc, e.GetMemo(), name)
+			if err != nil {
+				return err
 			}
-			var st workflows.DestinationState
-			if err := g.dc.FromPayload(p, &st); err != nil {
-				return fmt.Errorf("decode the gate %s: %w", e.GetExecution().GetWorkflowId(), err)
-			}
-			got[strings.TrimPrefix(e.GetExecution().GetWorkflowId(), workflows.DestinationIDPrefix)] = &st
+			got[name] = st
 		}
 		if token = resp.GetNextPageToken(); len(token) == 0 {
 			break
@@ -157,9 +155,15 @@ func readGate(ctx context.Context, c client.Client, dc converter.DataConverter, 
 	if err != nil {
 		return nil, fmt.Errorf("read the gate of %s: %w", dest, err)
 	}
-	p, ok := desc.GetWorkflowExecutionInfo().GetMemo().GetFields()[workflows.MemoGate]
+	return gateFromMemo(dc, desc.GetWorkflowExecutionInfo().GetMemo(), dest)
+}
+
+// gateFromMemo is the gate a gate workflow's memo holds; nil when it has
+// published none yet (just started): closed.
+func gateFromMemo(dc converter.DataConverter, memo *commonpb.Memo, dest string) (*workflows.DestinationState, error) {
+	p, ok := memo.GetFields()[workflows.MemoGate]
 	if !ok {
-		return nil, nil // started, nothing published yet: closed
+		return nil, nil
 	}
 	var st workflows.DestinationState
 	if err := dc.FromPayload(p, &st); err != nil {
