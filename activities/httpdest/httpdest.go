@@ -62,20 +62,17 @@ func New(name string, d contract.Destination) (*Adapter, error) {
 	}
 	a := &Adapter{name: name, d: d}
 	if d.Auth != nil {
-		secret, err := d.Auth.Secret()
+		var err error
+		if d.Auth.Kind == contract.AuthStandardWebhooks {
+			var secret string
+			if secret, err = d.Auth.Secret(); err == nil {
+				a.webhookKey, err = WebhookKey(secret)
+			}
+		} else {
+			a.auth, err = d.Auth.HeaderValue()
+		}
 		if err != nil {
 			return nil, fmt.Errorf("auth: %w", err)
-		}
-		switch d.Auth.Kind {
-		case contract.AuthStandardWebhooks:
-			if a.webhookKey, err = WebhookKey(secret); err != nil {
-				return nil, fmt.Errorf("auth: %w", err)
-			}
-		default:
-			a.auth = secret
-			if d.Auth.Scheme != "" {
-				a.auth = d.Auth.Scheme + " " + secret
-			}
 		}
 	}
 	tlsConfig, err := clientTLS(d.TLS)

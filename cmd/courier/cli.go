@@ -82,6 +82,7 @@ func startError(err error) error {
 	var conflict *starter.ConflictError
 	var notAwaiting *starter.NotAwaitingReviewError
 	var refused *starter.ReviewRefusedError
+	var gateRefused *starter.GateRefusedError
 	switch {
 	case errors.As(err, &invalid):
 		return &exitError{code: codeUsage, err: err}
@@ -89,7 +90,7 @@ func startError(err error) error {
 		return &exitError{code: codeConflict, err: err}
 	case errors.Is(err, starter.ErrUnknownKey):
 		return &exitError{code: codeUnknownKey, err: fmt.Errorf("%w (check the key: `courier list` shows recent deliveries)", err)}
-	case errors.As(err, &notAwaiting), errors.As(err, &refused):
+	case errors.As(err, &notAwaiting), errors.As(err, &refused), errors.As(err, &gateRefused):
 		return &exitError{code: codeRefused, err: err}
 	}
 	return err

@@ -62,7 +62,7 @@ moment this command returns no new one is sent, and deliveries to it wait as pau
 		return withStarter(ctx, func(s *starter.Client) error {
 			st, err := s.Pause(ctx, args[0], r)
 			if err != nil {
-				return gateError(err)
+				return startError(err)
 			}
 			// Workers read the gate at most this old: after it, none sends.
 			time.Sleep(worker.GateFresh)
@@ -90,7 +90,7 @@ func resumeCommand() *cobra.Command {
 		return withStarter(ctx, func(s *starter.Client) error {
 			st, err := s.Resume(ctx, args[0], r)
 			if err != nil {
-				return gateError(err)
+				return startError(err)
 			}
 			fmt.Fprintf(os.Stderr, "%s is %s; held deliveries are released at its rate limit\n", args[0], st.State)
 			return printJSON(os.Stdout, st)
@@ -163,23 +163,26 @@ func printGates(gates []starter.DestinationStatus) error {
 
 // parseUntil reads an RFC 3339 time, or a duration from now.
 func parseUntil(s string, now time.Time) (time.Time, error) {
-	if d, err := time.ParseDuration(s); err == nil {
-		if d <= 0 {
-			return time.Time{}, fmt.Errorf("%q is not in the future", s)
-		}
-		return now.Add(d), nil
-	}
-	t, err := time.Parse(time.RFC3339, s)
-	if err != nil {
+	t, err := timeOrDuration(s, now, 1)
+	switch {
+	case errors.Is(err, errNotPositive):
+		return time.Time{}, fmt.Errorf("%q is not in the future", s)
+	case err != nil:
 		return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time (2026-12-01T14:00:00Z) nor a duration (2h)", s)
 	}
 	return t, nil
 }
 
-func gateError(err error) error {
-	var refused *starter.GateRefusedError
-	if errors.As(err, &refused) {
-		return &exitError{code: codeRefused, err: err}
+var errNotPositive = errors.New("the duration is not positive")
+
+// timeOrDuration reads an RFC 3339 time, or a positive duration d meaning
+// now + sign×d (sign -1: that long ago).
+func timeOrDuration(s string, now time.Time, sign time.Duration) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		if d <= 0 {
+			return time.Time{}, errNotPositive
+		}
+		return now.Add(sign * d), nil
 	}
-	return err
+	return time.Parse(time.RFC3339, s)
 }

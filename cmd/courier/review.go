@@ -173,13 +173,11 @@ func (b *bulkFlags) check(c *cobra.Command, d workflows.ReviewDecision, wait boo
 
 // parseTimeOrAgo reads an RFC 3339 time, or a duration meaning that long ago.
 func parseTimeOrAgo(s string) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t, nil
+	t, err := timeOrDuration(s, time.Now(), -1)
+	if err != nil {
+		return time.Time{}, errors.New("give an RFC 3339 time (2026-03-01T09:00:00Z) or a duration ago (90m, 2h)")
 	}
-	if d, err := time.ParseDuration(s); err == nil && d > 0 {
-		return time.Now().Add(-d), nil
-	}
-	return time.Time{}, errors.New("give an RFC 3339 time (2026-03-01T09:00:00Z) or a duration ago (90m, 2h)")
+	return t, nil
 }
 
 // reviewAll previews the deliveries b selects and, with --yes, decides them
