@@ -5,6 +5,7 @@ package activities
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -20,6 +21,27 @@ import (
 const (
 	// ErrUnknownDestination: the worker has no adapter for the destination.
 	ErrUnknownDestination = "UnknownDestination"
+	// ErrLookupUnreadable: a lookup's answer could not be read as the
+	// destination declares, so it says neither found nor not found.
+	ErrLookupUnreadable = "LookupUnreadable"
+)
+
+// ErrUnreadable marks an adapter's error for an answer it could not read
+// as the destination declares: not a failure that passes, but a reading
+// that does not fit the destination.
+var ErrUnreadable = errors.New("the answer cannot be read as the destinations file declares")
+
+// Where a receipt came from.
+const (
+	// SourceCreated: the attempt's own answer, which made the effect.
+	SourceCreated = "created"
+	// SourceReplayed: the destination recognised the key and named the
+	// original effect.
+	SourceReplayed = "replayed"
+	// SourceLookup: a lookup found the original effect.
+	SourceLookup = "lookup"
+	// SourceReview: a reviewer found the effect and named it.
+	SourceReview = "review"
 )
 
 // Request is one attempt's input. It carries the payload and the derived key,
@@ -58,13 +80,27 @@ func (r Request) ContractOr(def contract.Contract) contract.Contract {
 	return def
 }
 
-// Receipt is what the destination returned for the effect.
+// Receipt is what the destination returned for the effect: for a
+// duplicate, the original effect as the destination's replay, a lookup or
+// a reviewer named it (Source).
 type Receipt struct {
 	ResourceID string          `json:"resource_id"`
 	Status     string          `json:"status,omitempty"`
 	StatusCode int             `json:"status_code,omitempty"`
 	Replayed   bool            `json:"replayed"`
+	Source     string          `json:"source,omitempty"`
 	Body       json.RawMessage `json:"body,omitempty"`
+}
+
+// Read is a value an adapter read at a declared place in an answer. The
+// probe shows them; they are never recorded.
+type Read struct {
+	// Field is the destinations file's field that declared the place, e.g.
+	// "rules[0].receipt.id" or "lookup.items".
+	Field   string `json:"field"`
+	Pointer string `json:"pointer,omitempty"`
+	// Value is what was there, as text; "(absent)" when nothing was.
+	Value string `json:"value"`
 }
 
 // Outcome is one attempt's classified result. An adapter always returns one:
@@ -84,6 +120,8 @@ type Outcome struct {
 	EarlierRuns []EarlierRun `json:"earlier_runs,omitempty"`
 	// Hold, with class held, is why nothing was sent.
 	Hold *Hold `json:"hold,omitempty"`
+	// Reads show how the answer was read, for the probe.
+	Reads []Read `json:"-"`
 }
 
 // Hold is why an attempt was not sent: its destination is paused or its
@@ -148,10 +186,15 @@ type Runs interface {
 	Earlier(ctx context.Context, workflowID, runID string) ([]EarlierRun, error)
 }
 
-// Found is a lookup's answer.
+// Found is a lookup's answer. Found is true only when the answer names the
+// effect: its Receipt then carries the effect's resource id.
 type Found struct {
 	Found   bool     `json:"found"`
 	Receipt *Receipt `json:"receipt,omitempty"`
+	// Reads show how the answer was read, and Listed how many records a
+	// list answer held, for the probe.
+	Reads  []Read `json:"-"`
+	Listed int    `json:"-"`
 }
 
 // Reminder asks reviewers again about a parked delivery.
@@ -285,7 +328,7 @@ func (a *Activities) Attempt(ctx context.Context, req Request) (Outcome, error) 
 	defer cancel()
 	out, checked := a.guard(ctx, req)
 	if checked {
-		out = ad.Deliver(ctx, req)
+		out = nameTheOriginal(ad.Deliver(ctx, req))
 		if a.Gate != nil {
 			a.Gate.Report(ctx, req.Destination, req.Key, out)
 		}
@@ -305,6 +348,38 @@ func (a *Activities) Attempt(ctx context.Context, req Request) (Outcome, error) 
 		"key", req.Key, "destination", req.Destination, "attempt", req.Attempt,
 		"class", out.Class, "status_code", out.StatusCode, "error", out.Error)
 	return out, nil
+}
+
+// nameTheOriginal holds a replay to what a duplicate promises: the
+// original effect's id. An answer read as a replay that names none says the
+// effect exists without saying which it is, so it is an unknown outcome
+// (retried under the same key, or reviewed), never a duplicate.
+func nameTheOriginal(out Outcome) Outcome {
+	switch {
+	case out.Class == contract.ClassReplayed && (out.Receipt == nil || out.Receipt.ResourceID == ""):
+		out.Class = contract.ClassUnknown
+		out.Error = fmt.Sprintf("HTTP %d was read as a replay but names no resource id%s: Courier cannot name the original effect; "+
+			"declare where the replay's id is (receipt.id, or the rule's receipt.id)", out.StatusCode, readsText(out.Reads))
+		out.Receipt = nil
+	case out.Receipt != nil && out.Class == contract.ClassReplayed:
+		out.Receipt.Source = SourceReplayed
+	case out.Receipt != nil && out.Class == contract.ClassCreated:
+		out.Receipt.Source = SourceCreated
+	}
+	return out
+}
+
+// readsText lists what was read where, for an error: " (read receipt.id
+// /id: (absent))".
+func readsText(reads []Read) string {
+	if len(reads) == 0 {
+		return ""
+	}
+	parts := make([]string, len(reads))
+	for i, r := range reads {
+		parts[i] = strings.TrimSpace(r.Field + " " + r.Pointer + ": " + r.Value)
+	}
+	return " (read " + strings.Join(parts, "; ") + ")"
 }
 
 // held is the outcome of an attempt the gate held back.
@@ -416,8 +491,20 @@ func (a *Activities) Lookup(ctx context.Context, req Request) (Found, error) {
 	}
 	defer stop()
 	f, err := ad.Lookup(ctx, req)
+	if err == nil && f.Found && (f.Receipt == nil || f.Receipt.ResourceID == "") {
+		// Found means the answer names the effect (see Found).
+		err = fmt.Errorf("found, but the answer names no resource id%s: %w", readsText(f.Reads), ErrUnreadable)
+	}
+	if errors.Is(err, ErrUnreadable) {
+		// Asking again soon gets the same answer: the delivery parks with it.
+		return Found{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("lookup %s at %s: %v", req.Key, req.Destination, err), ErrLookupUnreadable, nil)
+	}
 	if err != nil {
 		return Found{}, fmt.Errorf("lookup %s at %s: %w", req.Key, req.Destination, err)
+	}
+	if f.Receipt != nil {
+		f.Receipt.Source = SourceLookup
 	}
 	activity.GetLogger(ctx).Info("lookup finished",
 		"key", req.Key, "destination", req.Destination, "attempt", req.Attempt, "found", f.Found)

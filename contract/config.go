@@ -25,7 +25,9 @@ type Destination struct {
 	// http
 	URL       string `json:"url,omitempty"`
 	LookupURL string `json:"lookup_url,omitempty"`
-	Auth      *Auth  `json:"auth,omitempty"`
+	// Lookup says how to read lookup_url's answer (dialect.go).
+	Lookup *LookupReading `json:"lookup,omitempty"`
+	Auth   *Auth          `json:"auth,omitempty"`
 	// The destination's dialect (see dialect.go); left out: Courier's own.
 	Method  string            `json:"method,omitempty"`
 	Headers map[string]string `json:"headers,omitempty"`

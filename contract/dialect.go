@@ -49,13 +49,58 @@ type Body struct {
 // ReceiptSpec says where a response keeps the receipt's fields.
 type ReceiptSpec struct {
 	// ID is the resource id's pointer into the response body, e.g.
-	// "/payment/id".
-	ID Pointer `json:"id,omitempty"`
+	// "/payment/id", or a list of pointers tried in order.
+	ID Pointers `json:"id,omitempty"`
 	// IDFromLocation takes the resource id from the Location header's
 	// last path segment instead.
 	IDFromLocation bool `json:"id_from_location,omitempty"`
 	// Status is the pointer to the resource's status, e.g. "/payment/status".
 	Status Pointer `json:"status,omitempty"`
+}
+
+// LookupReading says how to read a lookup's answer: where the records are,
+// which of them is the delivery's effect, and where that effect's id is.
+// A lookup finds the effect only when its answer names it; an answer the
+// reading cannot read is neither found nor not found.
+type LookupReading struct {
+	// Items points at the answer's list of records (a list or search
+	// endpoint); empty: the answer itself is the one record (a GET by key).
+	Items Pointer `json:"items,omitempty"`
+	// Match, when set, takes as the effect only a record whose value at its
+	// pointer is the delivery's key or business id.
+	Match *LookupMatch `json:"match,omitempty"`
+	// Count points at the answer's count of records: 0 is not found, and it
+	// must agree with the list.
+	Count Pointer `json:"count,omitempty"`
+	// Receipt is where a found record keeps its id and status, relative to
+	// the record; left out: the destination's receipt, else the default.
+	Receipt *ReceiptSpec `json:"receipt,omitempty"`
+	// NotFound are the statuses that mean no such effect; default 404.
+	NotFound []StatusRange `json:"not_found,omitempty"`
+}
+
+// LookupMatch names the record's field that must equal one of the
+// delivery's own values.
+type LookupMatch struct {
+	Pointer Pointer `json:"pointer"`
+	// Equals is "{key}" or "{business_id}".
+	Equals string `json:"equals"`
+}
+
+// Value is the delivery's value the match compares with.
+func (m LookupMatch) Value(v URLValues) string {
+	if m.Equals == "{business_id}" {
+		return v.BusinessID
+	}
+	return v.Key
+}
+
+// NotFoundStatus reports whether status means the lookup found no effect.
+func (l *LookupReading) NotFoundStatus(status int) bool {
+	if l == nil || len(l.NotFound) == 0 {
+		return status == http.StatusNotFound
+	}
+	return slices.ContainsFunc(l.NotFound, func(s StatusRange) bool { return s.Contains(status) })
 }
 
 // TLS is a destination's client TLS: a private CA, a client certificate
@@ -74,6 +119,10 @@ type Rule struct {
 	Header *Match      `json:"header,omitempty"`
 	Body   *Match      `json:"body,omitempty"`
 	Class  Class       `json:"class"`
+	// Receipt says where this answer keeps the receipt, for an answer read
+	// as created or replayed that is shaped unlike the others: a replay
+	// that arrives as an error naming the original, say.
+	Receipt *ReceiptSpec `json:"receipt,omitempty"`
 	// NothingApplied must be set to give a status that may have applied
 	// the effect (2xx, 408, 5xx other than 503, 1xx, 3xx) a class that
 	// means nothing was applied (rejected, throttled, in_flight): it says
@@ -166,6 +215,45 @@ func (s *StatusRange) UnmarshalJSON(b []byte) error {
 
 // Pointer is a JSON pointer (RFC 6901), e.g. "/payment/id".
 type Pointer string
+
+// Pointers is one JSON pointer ("/id") or a list tried in order
+// (["/data/id", "/id"]).
+type Pointers []Pointer
+
+// MarshalJSON writes a single pointer as a string.
+func (ps Pointers) MarshalJSON() ([]byte, error) {
+	if len(ps) == 1 {
+		return json.Marshal(ps[0])
+	}
+	return json.Marshal([]Pointer(ps))
+}
+
+// UnmarshalJSON reads "/id" or ["/data/id", "/id"].
+func (ps *Pointers) UnmarshalJSON(b []byte) error {
+	var one Pointer
+	if json.Unmarshal(b, &one) == nil {
+		*ps = Pointers{one}
+		return nil
+	}
+	var many []Pointer
+	if err := json.Unmarshal(b, &many); err != nil {
+		return fmt.Errorf(`a pointer such as "/id" or a list of them, got %s`, b)
+	}
+	*ps = many
+	return nil
+}
+
+func (ps Pointers) check() error {
+	for _, p := range ps {
+		if _, err := p.Tokens(); err != nil {
+			return err
+		}
+		if p == "" {
+			return errors.New(`an empty pointer names the whole answer; use a field such as "/id"`)
+		}
+	}
+	return nil
+}
 
 // Tokens splits the pointer into its unescaped reference tokens.
 func (p Pointer) Tokens() ([]string, error) {
@@ -318,8 +406,8 @@ func (d Destination) validateDialect(line func(i int) int) error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	isHTTP := d.Adapter == AdapterHTTP
-	if !isHTTP && (d.Method != "" || d.Headers != nil || d.Body != nil || d.Receipt != nil || d.Rules != nil || d.TLS != nil) {
-		bad("method, headers, body, receipt, rules, tls: only for adapter http")
+	if !isHTTP && (d.Method != "" || d.Headers != nil || d.Body != nil || d.Receipt != nil || d.Rules != nil || d.TLS != nil || d.Lookup != nil) {
+		bad("method, headers, body, receipt, rules, tls, lookup: only for adapter http")
 	}
 	if isHTTP {
 		if d.URL != "" {
@@ -364,16 +452,12 @@ func (d Destination) validateDialect(line func(i int) int) error {
 			bad("contract.key_field: %s would replace the payload placed at body.under %s; pick a field beside it", kf, b.Under)
 		}
 	}
-	if r := d.Receipt; r != nil {
-		if _, err := r.ID.Tokens(); err != nil {
-			bad("receipt.id: %v", err)
+	errs = append(errs, prefixed("receipt", d.Receipt.validate()))
+	if d.Lookup != nil {
+		if d.Contract.Dedup != DedupLookup || d.LookupURL == "" {
+			bad("lookup: reads the answer of lookup_url, for dedup lookup")
 		}
-		if _, err := r.Status.Tokens(); err != nil {
-			bad("receipt.status: %v", err)
-		}
-		if r.ID != "" && r.IDFromLocation {
-			bad("receipt: set id or id_from_location, not both")
-		}
+		errs = append(errs, prefixed("lookup.", d.Lookup.validate()))
 	}
 	if t := d.TLS; t != nil {
 		if (t.CertFile == "") != (t.KeyFile == "") {
@@ -408,6 +492,73 @@ func (d Destination) validateDialect(line func(i int) int) error {
 	return errors.Join(errs...)
 }
 
+// validate checks a receipt's pointers; nil is valid (the default).
+func (r *ReceiptSpec) validate() error {
+	if r == nil {
+		return nil
+	}
+	var errs []error
+	if err := r.ID.check(); err != nil {
+		errs = append(errs, fmt.Errorf(".id: %w", err))
+	}
+	if _, err := r.Status.Tokens(); err != nil {
+		errs = append(errs, fmt.Errorf(".status: %w", err))
+	}
+	if len(r.ID) > 0 && r.IDFromLocation {
+		errs = append(errs, errors.New(": set id or id_from_location, not both"))
+	}
+	return errors.Join(errs...)
+}
+
+// validate checks a lookup's reading.
+func (l *LookupReading) validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if _, err := l.Items.Tokens(); err != nil {
+		bad("items: %v", err)
+	}
+	if _, err := l.Count.Tokens(); err != nil {
+		bad("count: %v", err)
+	}
+	if m := l.Match; m != nil {
+		if _, err := m.Pointer.Tokens(); err != nil || m.Pointer == "" {
+			bad(`match.pointer: needs the record's field that holds the key, such as "/external_id"`)
+		}
+		if m.Equals != "{key}" && m.Equals != "{business_id}" {
+			bad(`match.equals: %q; use "{key}" or "{business_id}"`, m.Equals)
+		}
+	}
+	if err := l.Receipt.validate(); err != nil {
+		errs = append(errs, prefixed("receipt", err))
+	}
+	if l.Receipt != nil && l.Receipt.IDFromLocation {
+		bad("receipt.id_from_location: a lookup's record names its id in the answer; use receipt.id")
+	}
+	for _, s := range l.NotFound {
+		if s.Lo < 200 || s.Hi > 599 || s.Lo > s.Hi {
+			bad("not_found: status %s: use a code from 200 to 599 or a range within it", s)
+		} else if s.Lo < 300 {
+			bad("not_found: status %s is a success: an answer that finds nothing says so in its body (lookup.items, lookup.count)", s)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Warnings are what a destinations file leaves ambiguous without being
+// wrong: the worker logs them at start.
+func (c Config) Warnings() []string {
+	var out []string
+	for _, name := range c.Names() {
+		d := c.Destinations[name]
+		if d.Contract.Dedup == DedupLookup && d.Adapter == AdapterHTTP && d.Lookup == nil {
+			out = append(out, fmt.Sprintf("destination %q: lookup_url without a lookup reading: a 2xx answer is found only when it "+
+				"names a resource id (at receipt.id, else /id, /ticket_id or /resource_id), else the lookup fails and the delivery parks; "+
+				"for a list or search endpoint declare lookup.items and lookup.match", name))
+		}
+	}
+	return out
+}
+
 func validateRules(rules []Rule, line func(i int) int) error {
 	var errs []error
 	for i, r := range rules {
@@ -423,6 +574,14 @@ func validateRules(rules []Rule, line func(i int) int) error {
 		if !slices.Contains(ruleClasses, r.Class) {
 			bad("class %q: use one of conflict, in_flight, rejected, throttled, server_error, unknown_outcome, replayed, created", r.Class)
 			continue
+		}
+		if r.Receipt != nil {
+			if r.Class != ClassCreated && r.Class != ClassReplayed {
+				bad("receipt: only an answer read as created or replayed has a receipt, not %s", r.Class)
+			}
+			if err := r.Receipt.validate(); err != nil {
+				bad("receipt%v", err)
+			}
 		}
 		if h := r.Header; h != nil {
 			if h.Name == "" || !validHeaderName(h.Name) || h.Pointer != "" {

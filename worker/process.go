@@ -97,6 +97,9 @@ func StartProcess(ctx context.Context, o ProcessOptions) (_ *Process, err error)
 	if p.adapters, err = OpenAdapters(o.Config); err != nil {
 		return nil, err
 	}
+	for _, w := range o.Config.Warnings() {
+		logger.Warn(w)
+	}
 	if o.MetricsAddr != "" {
 		if err := p.listenMetrics(o.MetricsAddr); err != nil {
 			return nil, err

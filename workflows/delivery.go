@@ -593,7 +593,7 @@ func (d *delivery) review(ctx workflow.Context, reminder contract.Duration, evid
 	switch rd.Decision {
 	case DecisionDelivered:
 		res, err := d.finish(ctx, StatusDeliveredByReview,
-			&activities.Receipt{ResourceID: rd.ResourceID, Status: "delivered_by_review"}, "")
+			&activities.Receipt{ResourceID: rd.ResourceID, Status: "delivered_by_review", Source: activities.SourceReview}, "")
 		return true, res, err
 	case DecisionAbandon:
 		res, err := d.finish(ctx, StatusAbandoned, nil, "abandoned by "+rd.Reviewer+": "+rd.Note)

@@ -128,7 +128,7 @@ func TestReceiptByPointer(t *testing.T) {
 		io.WriteString(w, `{"payment":{"id":"pay-9","status":"COMPLETED"},"id":"not-this"}`)
 	})
 	d := destination(hs.URL)
-	d.Receipt = &contract.ReceiptSpec{ID: "/payment/id", Status: "/payment/status"}
+	d.Receipt = &contract.ReceiptSpec{ID: contract.Pointers{"/payment/id"}, Status: "/payment/status"}
 	out := newAdapter(t, d).Deliver(context.Background(), request("k"))
 	require.Equal(t, "pay-9", out.Receipt.ResourceID)
 	require.Equal(t, "COMPLETED", out.Receipt.Status)

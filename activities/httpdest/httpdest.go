@@ -184,9 +184,13 @@ func (a *Adapter) Deliver(ctx context.Context, req activities.Request) activitie
 			out.Error = fmt.Sprintf("HTTP %d, then the response body broke off: %s", resp.StatusCode, afterWrite(ctx, readErr, timeout))
 			return out
 		}
-		r := receiptFrom(resp.StatusCode, resp.Header, body, a.d.Receipt)
+		spec, field := a.d.Receipt, "receipt"
+		if rule >= 0 && a.d.Rules[rule].Receipt != nil {
+			spec, field = a.d.Rules[rule].Receipt, fmt.Sprintf("rules[%d].receipt", rule)
+		}
+		r, reads := receiptFrom(resp.StatusCode, resp.Header, body, spec, field)
 		r.Replayed = out.Class == contract.ClassReplayed
-		out.Receipt = &r
+		out.Receipt, out.Reads = &r, reads
 		if tooLarge {
 			out.Error = fmt.Sprintf("HTTP %d with a response body over %d bytes: receipt fields not read", resp.StatusCode, maxBody)
 		}
@@ -203,46 +207,6 @@ func (a *Adapter) Deliver(ctx context.Context, req activities.Request) activitie
 		}
 	}
 	return out
-}
-
-// Lookup asks the destination for the effect by key (and business id).
-func (a *Adapter) Lookup(ctx context.Context, req activities.Request) (activities.Found, error) {
-	if a.d.LookupURL == "" {
-		return activities.Found{}, fmt.Errorf("destination %s has no lookup_url", a.name)
-	}
-	u, err := contract.ExpandURL(a.d.LookupURL, urlValues(req))
-	if err != nil {
-		return activities.Found{}, fmt.Errorf("lookup_url: %w", err)
-	}
-
-	ctx, cancel := context.WithTimeout(ctx, req.ContractOr(a.d.Contract).Retry.AttemptTimeout.D())
-	defer cancel()
-	hr, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return activities.Found{}, fmt.Errorf("lookup request: %w", err)
-	}
-	hr.Header.Set("Accept", "application/json")
-	a.authorize(hr)
-	resp, err := a.client.Do(hr)
-	if err != nil {
-		return activities.Found{}, fmt.Errorf("lookup: %w", err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
-	if err != nil {
-		return activities.Found{}, fmt.Errorf("lookup: reading the response: %w", err)
-	}
-	if len(body) > maxBody {
-		body = nil
-	}
-	switch resp.StatusCode {
-	case http.StatusOK:
-		r := receiptFrom(resp.StatusCode, resp.Header, body, a.d.Receipt)
-		return activities.Found{Found: true, Receipt: &r}, nil
-	case http.StatusNotFound:
-		return activities.Found{}, nil
-	}
-	return activities.Found{}, fmt.Errorf("lookup: unexpected HTTP %d%s", resp.StatusCode, excerpt(body))
 }
 
 func (a *Adapter) authorize(hr *http.Request) {
@@ -278,41 +242,62 @@ func cause(err error) string {
 // receipt reads the resource id and status from a JSON body the default
 // way; a body that is not a JSON object gives just the status code.
 func receipt(status int, body []byte) activities.Receipt {
-	return receiptFrom(status, nil, body, nil)
+	r, _ := receiptFrom(status, nil, body, nil, "receipt")
+	return r
 }
 
-// receiptFrom reads a receipt where spec says (nil: a top-level id,
-// ticket_id or resource_id, and status).
-func receiptFrom(status int, h http.Header, body []byte, spec *contract.ReceiptSpec) activities.Receipt {
+// defaultIDs are where Courier's own dialect looks for a resource id.
+var defaultIDs = contract.Pointers{"/id", "/ticket_id", "/resource_id"}
+
+// receiptFrom reads a receipt from an answer where spec, the file's field
+// named field, says (nil: a top-level id, ticket_id or resource_id, and
+// status), with what it read where.
+func receiptFrom(status int, h http.Header, body []byte, spec *contract.ReceiptSpec, field string) (activities.Receipt, []activities.Read) {
 	r := activities.Receipt{StatusCode: status}
 	if spec != nil && spec.IDFromLocation {
 		r.ResourceID = locationID(h.Get("Location"))
+		return r, []activities.Read{{Field: field + ".id_from_location", Value: orAbsent(r.ResourceID)}}
 	}
 	doc, _ := decodeBody(body)
 	if _, isObject := doc.(map[string]any); !isObject {
-		return r
+		return r, []activities.Read{{Field: field, Value: "(not a JSON object)"}}
 	}
 	if len(body) <= maxReceiptBody {
 		r.Body = json.RawMessage(bytes.Clone(body))
 	}
-	if spec == nil {
-		spec = &contract.ReceiptSpec{Status: "/status"}
-		for _, p := range []contract.Pointer{"/id", "/ticket_id", "/resource_id"} {
-			if v, _ := p.Lookup(doc); scalarText(v) != "" {
-				spec.ID = p
-				break
-			}
+	var reads []activities.Read
+	r.ResourceID, r.Status, reads = readReceipt(doc, spec, field)
+	return r, reads
+}
+
+// readReceipt reads a record's id (the first of its pointers that holds a
+// value) and status, as spec says.
+func readReceipt(doc any, spec *contract.ReceiptSpec, field string) (id, status string, reads []activities.Read) {
+	ids, statusAt := defaultIDs, contract.Pointer("/status")
+	if spec != nil {
+		ids, statusAt = spec.ID, spec.Status
+	}
+	for _, p := range ids {
+		v, _ := p.Lookup(doc)
+		id = scalarText(v)
+		reads = append(reads, activities.Read{Field: field + ".id", Pointer: string(p), Value: orAbsent(id)})
+		if id != "" {
+			break
 		}
 	}
-	if spec.ID != "" {
-		v, _ := spec.ID.Lookup(doc)
-		r.ResourceID = scalarText(v)
+	if statusAt != "" {
+		v, _ := statusAt.Lookup(doc)
+		status = scalarText(v)
+		reads = append(reads, activities.Read{Field: field + ".status", Pointer: string(statusAt), Value: orAbsent(status)})
 	}
-	if spec.Status != "" {
-		v, _ := spec.Status.Lookup(doc)
-		r.Status = scalarText(v)
+	return id, status, reads
+}
+
+func orAbsent(v string) string {
+	if v == "" {
+		return "(absent)"
 	}
-	return r
+	return v
 }
 
 // locationID is the last path segment of a Location header, unescaped.

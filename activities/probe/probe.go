@@ -7,9 +7,11 @@
 // What is checked, by dedup kind:
 //
 //	key, unique-commit  one probe operation sent twice with the same key: the
-//	                    second send must replay the first receipt
-//	lookup              a lookup of the fresh key finds nothing; one send; a
-//	                    lookup then finds that effect
+//	                    second send must replay the first receipt, naming
+//	                    the same resource id
+//	lookup              a lookup of the fresh key finds nothing (and lists
+//	                    nothing else); one send; a lookup then finds that
+//	                    effect by the same id
 //	none                one send is accepted; a second is never made, since
 //	                    it would be a second effect
 package probe
@@ -19,6 +21,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -61,6 +64,8 @@ type Step struct {
 	ResourceID string         `json:"resource_id,omitempty"`
 	Found      *bool          `json:"found,omitempty"`
 	Error      string         `json:"error,omitempty"`
+	// Read is what the adapter read at each declared place in the answer.
+	Read []activities.Read `json:"read,omitempty"`
 }
 
 // Report is the probe's finding.
@@ -130,7 +135,7 @@ func Run(ctx context.Context, name string, d contract.Destination, ad activities
 		return Report{}, err
 	}
 	p := &prober{
-		ad: ad, c: d.Contract, rules: d.Rules,
+		ad: ad, c: d.Contract, rules: d.Rules, reading: d.Lookup,
 		req: activities.Request{
 			Key: opkey.Key(op), Fingerprint: fp, Tenant: op.Tenant, Destination: name,
 			Operation: op.Operation, BusinessID: op.BusinessID, Payload: o.Payload,
@@ -155,11 +160,12 @@ func Run(ctx context.Context, name string, d contract.Destination, ad activities
 }
 
 type prober struct {
-	ad    activities.Adapter
-	c     contract.Contract
-	rules []contract.Rule
-	req   activities.Request
-	r     Report
+	ad      activities.Adapter
+	c       contract.Contract
+	rules   []contract.Rule
+	reading *contract.LookupReading
+	req     activities.Request
+	r       Report
 }
 
 func (p *prober) conclude(v Verdict, format string, args ...any) {
@@ -173,7 +179,7 @@ func (p *prober) send(ctx context.Context, action string) activities.Outcome {
 	for i := 0; i <= inFlightRetries; i++ {
 		p.req.Attempt++
 		out = p.ad.Deliver(ctx, p.req)
-		s := Step{Action: action, Class: out.Class, StatusCode: out.StatusCode, Error: out.Error}
+		s := Step{Action: action, Class: out.Class, StatusCode: out.StatusCode, Error: out.Error, Read: out.Reads}
 		if out.Receipt != nil {
 			s.ResourceID = out.Receipt.ResourceID
 		}
@@ -239,9 +245,20 @@ func (p *prober) replays(ctx context.Context) {
 	id1, id2 := resourceID(one.Receipt), resourceID(two.Receipt)
 	switch two.Class {
 	case contract.ClassReplayed:
-		if id1 != "" && id2 != "" && id1 != id2 {
-			p.conclude(Violation, "the second send was marked as a replay but returned another resource (%s, then %s): "+
-				"the destination ignores the key and made two effects", id1, id2)
+		switch {
+		case id2 == "":
+			p.conclude(Violation, "the second send was read as a replay (by %s) but names no resource id: a delivery whose response was lost "+
+				"could not name the original effect and would never end duplicate; declare where the replay's id is "+
+				"(receipt.id, or that rule's receipt.id)", p.replayRecognisedBy(two.StatusCode))
+			return
+		case id1 == "":
+			p.conclude(Inconclusive, "the first send's receipt names no resource id, so the replay's %s cannot be compared with it: "+
+				"declare where the created answer's id is (receipt.id)", id2)
+			return
+		case id1 != id2:
+			p.conclude(Violation, "the second send was read as a replay but names another resource (%s, then %s): "+
+				"either the destination ignores the key and made two effects, or the replay's id is read from the wrong place "+
+				"(see what was read at each pointer above)", id1, id2)
 			return
 		}
 		p.conclude(Passed, "replays: the second send with the same key returned the first receipt (%s), recognised as a replay by %s, and made no second effect",
@@ -283,16 +300,25 @@ func (p *prober) replays(ctx context.Context) {
 }
 
 func (p *prober) lookup(ctx context.Context) {
-	p.r.Checked = "looked the fresh key up (must be not found), sent the probe once, looked it up again (must find that effect); " +
-		"not sent twice: the destination does not deduplicate"
+	p.r.Checked = "looked the fresh key up (must be not found, listing nothing else), sent the probe once, looked it up again " +
+		"(must find that effect by its id); not sent twice: the destination does not deduplicate"
 	before, err := p.find(ctx, "lookup before sending")
 	switch {
+	case errors.Is(err, activities.ErrUnreadable):
+		p.conclude(Violation, "the lookup's answer for a key never used cannot be read: %v. After a lost response every delivery "+
+			"would park for review. %s", err, p.readingAdvice())
+		return
 	case err != nil:
 		p.conclude(Inconclusive, "the lookup failed before anything was sent: %v; check lookup_url", err)
 		return
 	case before.Found:
-		p.conclude(Violation, "the lookup found an effect (%s) for a key never used: after a lost response Courier would "+
-			"report duplicate for a delivery that never happened. Check lookup_url filters by {key}", orNone(resourceID(before.Receipt)))
+		p.conclude(Violation, "CONTRACT VIOLATION: the lookup found an effect (%s) for a key never used: after a lost response Courier would "+
+			"report duplicate for a delivery that never happened. %s", orNone(resourceID(before.Receipt)), p.readingAdvice())
+		return
+	case before.Listed > 0:
+		p.conclude(Violation, "CONTRACT VIOLATION: the lookup for a key never used listed %d records of other effects: it does not filter by the key, "+
+			"so an effect past the answer's first page would not be found and Courier would send again. Check that lookup_url's query "+
+			"filters by {key}", before.Listed)
 		return
 	}
 	one, ok := p.first(ctx)
@@ -300,23 +326,43 @@ func (p *prober) lookup(ctx context.Context) {
 		return
 	}
 	after, err := p.find(ctx, "lookup after sending")
-	id := resourceID(one.Receipt)
+	id, found := resourceID(one.Receipt), resourceID(after.Receipt)
 	switch {
+	case errors.Is(err, activities.ErrUnreadable):
+		p.conclude(Violation, "the probe created %s but the lookup's answer cannot be read: %v. After a lost response the delivery "+
+			"would park for review instead of ending duplicate. %s", orNone(id), err, p.readingAdvice())
 	case err != nil:
 		p.conclude(Inconclusive, "the probe created %s but the lookup failed: %v", orNone(id), err)
 	case !after.Found:
 		p.conclude(Violation, "CONTRACT VIOLATION: the lookup does not find the effect just created (%s) by its key: "+
 			"after a lost response Courier would find nothing and send again, duplicating the effect", orNone(id))
-	case id != "" && resourceID(after.Receipt) != "" && resourceID(after.Receipt) != id:
-		p.conclude(Violation, "the lookup found another effect (%s) than the one created (%s)", resourceID(after.Receipt), id)
+	case id != "" && found != id:
+		p.conclude(Violation, "CONTRACT VIOLATION: the lookup names another effect (%s) than the one created (%s): "+
+			"either it finds the wrong record or its id is read from the wrong place (see what was read at each pointer above)", found, id)
 	default:
-		p.conclude(Passed, "lookup works: the fresh key was not found, the probe created %s, and the lookup by key then found it", orNone(id))
+		p.conclude(Passed, "lookup works: the fresh key was not found, the probe created %s, and the lookup by key then found %s", orNone(id), found)
+		if id == "" {
+			p.r.Warnings = append(p.r.Warnings, fmt.Sprintf(
+				"the created answer names no resource id, so the lookup's %s could not be compared with it; declare receipt.id", found))
+		}
 	}
+}
+
+// readingAdvice says what to declare so a lookup's answer names the effect.
+func (p *prober) readingAdvice() string {
+	switch {
+	case p.reading == nil:
+		return "Without a lookup reading a 2xx answer must be the effect itself, with its id at receipt.id; for a list or search " +
+			"endpoint declare lookup.items (where the records are) and lookup.match (the record's field that holds the key)"
+	case p.reading.Match == nil:
+		return "Declare lookup.match, so that only a record that carries the key counts"
+	}
+	return "Check lookup_url filters by {key} and the lookup's pointers (see what was read at each above)"
 }
 
 func (p *prober) find(ctx context.Context, action string) (activities.Found, error) {
 	f, err := p.ad.Lookup(ctx, p.req)
-	s := Step{Action: action, Found: &f.Found}
+	s := Step{Action: action, Found: &f.Found, Read: f.Reads}
 	if err != nil {
 		s.Error = err.Error()
 		s.Found = nil

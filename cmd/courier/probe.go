@@ -113,6 +113,9 @@ func printProbe(w io.Writer, r probe.Report) error {
 			fmt.Fprintf(&b, " %s", s.Error)
 		}
 		b.WriteString("\n")
+		for _, r := range s.Read {
+			fmt.Fprintf(&b, "  %-32s read %s %s = %s\n", "", r.Field, r.Pointer, r.Value)
+		}
 	}
 	fmt.Fprintf(&b, "verdict      %s\n", r.Verdict)
 	fmt.Fprintf(&b, "finding      %s\n", r.Finding)
