@@ -70,6 +70,39 @@ func TestDialectGood(t *testing.T) {
 	require.Equal(t, Pointer("/idempotency_key"), d.Contract.KeyField)
 }
 
+// TestLookupReadingGood: a list lookup's reading and a replay's own
+// receipt load as written, and write back as they were read.
+func TestLookupReadingGood(t *testing.T) {
+	cfg, err := Parse([]byte(dialectFile(`
+      "lookup_url": "http://127.0.0.1:8081/partner/things?external_id={key}",
+      "lookup": {"items": "/things", "count": "/count", "match": {"pointer": "/external_id", "equals": "{key}"},
+                 "receipt": {"id": ["/id", "/uuid"], "status": "/state"}, "not_found": [404, 410]},
+      "receipt": {"id": "/data/id"},
+      "rules": [{"status": 409, "body": {"pointer": "/error/code", "value": "duplicate"}, "class": "replayed",
+                 "receipt": {"id": "/error/links/original"}}],`, `
+        "dedup": "lookup",`)))
+	require.NoError(t, err)
+	d := cfg.Destinations["partner"]
+	require.Equal(t, Pointers{"/id", "/uuid"}, d.Lookup.Receipt.ID)
+	require.Equal(t, Pointers{"/data/id"}, d.Receipt.ID)
+	require.Equal(t, Pointers{"/error/links/original"}, d.Rules[0].Receipt.ID)
+	require.True(t, d.Lookup.NotFoundStatus(410))
+	require.False(t, d.Lookup.NotFoundStatus(400))
+	require.Empty(t, cfg.Warnings(), "the lookup's reading is declared")
+	b, err := json.Marshal(d)
+	require.NoError(t, err)
+	require.Contains(t, string(b), `"receipt":{"id":"/data/id"}`)
+	require.Contains(t, string(b), `"id":["/id","/uuid"]`)
+
+	// Without a reading the worker says what a 2xx must hold.
+	d.Lookup = nil
+	cfg.Destinations["partner"] = d
+	require.Len(t, cfg.Warnings(), 1)
+	require.Contains(t, cfg.Warnings()[0], "declare lookup.items and lookup.match")
+	var none *LookupReading
+	require.True(t, none.NotFoundStatus(404), "404 is not found by default")
+}
+
 func TestKeyInBodyOnly(t *testing.T) {
 	cfg, err := Parse([]byte(dialectFile("", `
         "key_field": "/idempotency_key",`)))
@@ -113,6 +146,23 @@ func TestDialectBad(t *testing.T) {
       ],`, "", "rules[1] (line 9): contradicts rules[0] (line 7), which matches every answer this rule matches and names conflict, not in_flight"},
 		{"marker never applies", `"rules": [{"status": "200-299", "class": "created"}],`, `
         "replay_marker": {"status": 200},`, "rules[0] (line 6): reads every 200 as created, so contract.replay_marker (status 200) never applies"},
+		{"lookup without dedup lookup", `"lookup_url": "http://h/x?q={key}", "lookup": {"items": "/tickets"},`, "", "lookup: reads the answer of lookup_url, for dedup lookup"},
+		{"lookup match of another value", `"lookup_url": "http://h/x?q={key}", "lookup": {"items": "/t", "match": {"pointer": "/ref", "equals": "{tenant}"}},`, `
+        "dedup": "lookup",`, `lookup.match.equals: "{tenant}"; use "{key}" or "{business_id}"`},
+		{"lookup match without pointer", `"lookup_url": "http://h/x?q={key}", "lookup": {"match": {"equals": "{key}"}},`, `
+        "dedup": "lookup",`, "lookup.match.pointer: needs the record's field that holds the key"},
+		{"lookup items not a pointer", `"lookup_url": "http://h/x?q={key}", "lookup": {"items": "tickets"},`, `
+        "dedup": "lookup",`, `lookup.items: "tickets" is not a JSON pointer`},
+		{"lookup success as not found", `"lookup_url": "http://h/x?q={key}", "lookup": {"not_found": [200]},`, `
+        "dedup": "lookup",`, "lookup.not_found: status 200 is a success: an answer that finds nothing says so in its body"},
+		{"lookup id from location", `"lookup_url": "http://h/x?q={key}", "lookup": {"receipt": {"id_from_location": true}},`, `
+        "dedup": "lookup",`, "lookup.receipt.id_from_location: a lookup's record names its id in the answer"},
+		{"receipt id list with a bad pointer", `"receipt": {"id": ["/data/id", "id"]},`, "", `receipt.id: "id" is not a JSON pointer`},
+		{"receipt id the whole answer", `"receipt": {"id": [""]},`, "", "receipt.id: an empty pointer names the whole answer"},
+		{"rule receipt on a failure", `"rules": [{"status": 409, "class": "conflict", "receipt": {"id": "/id"}}],`, "",
+			"rules[0] (line 6): receipt: only an answer read as created or replayed has a receipt, not conflict"},
+		{"rule receipt bad pointer", `"rules": [{"status": 409, "class": "replayed", "receipt": {"id": "error/id"}}],`, "",
+			`rules[0] (line 6): receipt.id: "error/id" is not a JSON pointer`},
 		{"body match without pointer", `"rules": [{"status": 400, "body": {"value": "x"}, "class": "conflict"}],`, "", `rules[0] (line 6): body: needs a pointer`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -35,9 +35,9 @@ import (
 
 // seen is one request as a test server received it.
 type seen struct {
-	method, path, rawPath string
-	header                http.Header
-	body                  []byte
+	method, path, rawPath, rawQuery string
+	header                          http.Header
+	body                            []byte
 }
 
 // recorder serves answer and keeps every request it received.
@@ -48,7 +48,7 @@ func recorder(t *testing.T, answer func(w http.ResponseWriter, r *http.Request))
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		mu.Lock()
-		got = append(got, seen{r.Method, r.URL.Path, r.URL.EscapedPath(), r.Header.Clone(), b})
+		got = append(got, seen{r.Method, r.URL.Path, r.URL.EscapedPath(), r.URL.RawQuery, r.Header.Clone(), b})
 		mu.Unlock()
 		answer(w, r)
 	}))
