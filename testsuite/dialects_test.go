@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/sandbox"
@@ -103,11 +104,22 @@ func TestRealDialects(t *testing.T) {
 				want = s
 			}
 			require.Equal(t, want, res.Status, "%+v", res.Attempts)
-			require.Len(t, res.Attempts, 2)
 			require.Equal(t, contract.ClassUnknown, res.Attempts[0].Class)
 			n, stored = count(lost)
 			require.Equal(t, 1, n, "the retry under the same key made no second effect")
-			require.Equal(t, stored[0].ID, res.Receipt.ResourceID)
+			require.Equal(t, stored[0].ID, res.Receipt.ResourceID, "the original effect, named")
+			if all.Destinations[name].Contract.Dedup == contract.DedupLookup {
+				// Found by the lookup, nothing sent again; and the same key
+				// from elsewhere is a new request to a destination that
+				// does not deduplicate, so there is no conflict to see.
+				require.Len(t, res.Attempts, 1)
+				require.Equal(t, activities.SourceLookup, res.Receipt.Source)
+				return
+			}
+			require.Len(t, res.Attempts, 2)
+			if want == workflows.StatusDuplicate {
+				require.Equal(t, activities.SourceReplayed, res.Receipt.Source)
+			}
 
 			// The same operation, so the same key, with another payload.
 			reused := lab.TicketInput(name, id)
@@ -120,4 +132,103 @@ func TestRealDialects(t *testing.T) {
 			require.Equal(t, 1, n, "nothing applied for the other payload")
 		})
 	}
+}
+
+// TestRealListLookup delivers to a partner that is looked up through a
+// list endpoint answering 200 with an empty list when it holds nothing (the
+// sandbox's search personality), on the real dev server with a real
+// `courier worker`, counting the tickets the partner stored: a request lost
+// before the commit is found missing and sent again (created, one ticket,
+// never duplicate with none); a response lost after the commit is found
+// by its key (duplicate naming that ticket); a lookup answer that cannot be
+// read parks the delivery with the answer as evidence.
+func TestRealListLookup(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	srv := sharedServer(t)
+	dir := t.TempDir()
+	sb, err := lab.StartSandbox(filepath.Join(dir, lab.SandboxDB), "", sandbox.DialectModes())
+	require.NoError(t, err)
+	defer sb.Close()
+	examples, err := lab.Examples(filepath.Join("..", "config", "examples"), sb.URL)
+	require.NoError(t, err)
+	var cfg contract.Config
+	for _, ex := range examples {
+		if ex.File == "search.json" {
+			cfg = ex.Config
+		}
+	}
+	require.Contains(t, cfg.Destinations, "search")
+	d := cfg.Destinations["search"]
+	d.Contract.Retry.InitialInterval = contract.Duration(100 * time.Millisecond)
+	cfg.Destinations["search"] = d
+	cfgPath := filepath.Join(dir, lab.DestinationsFile)
+	require.NoError(t, lab.WriteDestinations(cfgPath, cfg))
+	effects, err := lab.OpenEffects(sb.Server, cfg)
+	require.NoError(t, err)
+	defer effects.Close()
+
+	runID := newLab(t).RunID
+	tc, err := lab.StartTemporal(ctx, lab.TemporalOptions{Address: srv.HostPort, Namespace: "lookup-" + runID, Logger: testLogger})
+	require.NoError(t, err)
+	defer tc.Close()
+	w, err := lab.StartWorker(ctx, lab.WorkerOptions{Courier: courierPath(t), Destinations: cfgPath, Temporal: tc})
+	require.NoError(t, err)
+	defer func() { _, _ = w.Stop(30 * time.Second) }()
+	st := starter.New(tc.Client())
+	stored := func(id string) []lab.Effect {
+		t.Helper()
+		all, err := effects.All(ctx)
+		require.NoError(t, err)
+		return all[id]
+	}
+
+	t.Run("lost before the commit", func(t *testing.T) {
+		id := "before-" + runID
+		require.NoError(t, sb.Inject("search", sandbox.Fault{Kind: sandbox.FaultDelayBeforeCommit, Delay: 50 * time.Millisecond}))
+		res, err := st.Deliver(ctx, lab.TicketInput("search", id))
+		require.NoError(t, err)
+		require.Equal(t, workflows.StatusCreated, res.Status, "%+v", res.Attempts)
+		require.Len(t, res.Attempts, 2)
+		require.Equal(t, contract.ClassUnknown, res.Attempts[0].Class)
+		require.True(t, hasEvent(res.Events, "lookup_not_found"), "%+v", res.Events)
+		effs := stored(id)
+		require.Len(t, effs, 1, "sent again after the lookup found nothing: one ticket")
+		require.Equal(t, effs[0].ID, res.Receipt.ResourceID)
+	})
+
+	t.Run("lost after the commit", func(t *testing.T) {
+		id := "after-" + runID
+		require.NoError(t, sb.Inject("search", sandbox.Fault{Kind: sandbox.FaultCloseAfterCommit}))
+		res, err := st.Deliver(ctx, lab.TicketInput("search", id))
+		require.NoError(t, err)
+		require.Equal(t, workflows.StatusDuplicate, res.Status, "%+v", res.Attempts)
+		effs := stored(id)
+		require.Len(t, effs, 1)
+		require.Equal(t, effs[0].ID, res.Receipt.ResourceID, "the lookup named the ticket")
+		require.Equal(t, activities.SourceLookup, res.Receipt.Source)
+		require.Contains(t, string(res.Receipt.Body), effs[0].ID, "the record the lookup found")
+	})
+
+	t.Run("an answer that cannot be read", func(t *testing.T) {
+		id := "garbled-" + runID
+		require.NoError(t, sb.Inject("search", sandbox.Fault{Kind: sandbox.FaultCloseAfterCommit}))
+		require.NoError(t, sb.Inject("search", sandbox.Fault{Kind: sandbox.FaultGarbledLookup}))
+		res, err := st.Deliver(ctx, lab.TicketInput("search", id))
+		require.NoError(t, err)
+		require.Equal(t, workflows.StateAwaitingReview, res.State, "%+v", res.Attempts)
+		require.Empty(t, res.Status)
+		require.Contains(t, res.Review.Evidence, "is not JSON")
+		require.Contains(t, res.Review.Evidence, "Scheduled maintenance", "the answer is in the evidence")
+		require.Len(t, stored(id), 1, "the one ticket, not sent again")
+	})
+}
+
+func hasEvent(events []workflows.Event, kind string) bool {
+	for _, e := range events {
+		if e.Event == kind {
+			return true
+		}
+	}
+	return false
 }

@@ -9,8 +9,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/activities/httpdest"
 	"github.com/abde64c9/courier/activities/probe"
+	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/sandbox"
 )
@@ -26,7 +28,7 @@ func TestDialectExamples(t *testing.T) {
 	t.Cleanup(func() { _ = sb.Close() })
 	examples, err := lab.Examples(filepath.Join("..", "..", "config", "examples"), sb.URL)
 	require.NoError(t, err)
-	require.Len(t, examples, 6)
+	require.Len(t, examples, 8)
 
 	// How each dialect's replay is recognised, in the probe's words.
 	replay := map[string]string{
@@ -36,6 +38,8 @@ func TestDialectExamples(t *testing.T) {
 		"square":   "replays without a marker",
 		"webhooks": "rules[0] (status 200)",
 		"things":   "replay_marker status 200",
+		"entries":  "rules[0] (status 409)",
+		"search":   "lookup works",
 	}
 	for _, ex := range examples {
 		for _, name := range ex.Config.Names() {
@@ -70,5 +74,70 @@ func TestDialectExamples(t *testing.T) {
 		recs, err := sb.Records("stripe-ignoring")
 		require.NoError(t, err)
 		require.Len(t, recs, 2, "the key-ignoring destination made two effects")
+	})
+
+	example := func(file, name string) contract.Destination {
+		i := slices.IndexFunc(examples, func(ex lab.Example) bool { return ex.File == file })
+		return examples[i].Config.Destinations[name]
+	}
+	run := func(t *testing.T, name string, d contract.Destination) probe.Report {
+		ad, err := httpdest.New(name, d)
+		require.NoError(t, err)
+		r, err := probe.Run(context.Background(), name, d, ad, probe.Options{})
+		require.NoError(t, err)
+		return r
+	}
+
+	t.Run("replay id read from the wrong place", func(t *testing.T) {
+		d := example("replay-error.json", "entries")
+		d.Rules = slices.Clone(d.Rules)
+		d.Rules[0].Receipt = &contract.ReceiptSpec{ID: contract.Pointers{"/error/id"}} // a new id on every answer
+		r := run(t, "entries", d)
+		require.Equal(t, probe.Violation, r.Verdict, r.Finding)
+		require.Contains(t, r.Finding, "names another resource")
+		require.Contains(t, r.Steps[1].Read, activities.Read{Field: "rules[0].receipt.id", Pointer: "/error/id", Value: r.Steps[1].ResourceID})
+	})
+
+	t.Run("replay naming no id", func(t *testing.T) {
+		d := example("replay-error.json", "entries")
+		d.Rules = slices.Clone(d.Rules)
+		d.Rules[0].Receipt = nil // the 409 read where a created answer keeps its id: nothing there
+		r := run(t, "entries", d)
+		require.Equal(t, probe.Violation, r.Verdict, r.Finding)
+		require.Contains(t, r.Finding, "names no resource id")
+	})
+
+	t.Run("lookup that does not filter", func(t *testing.T) {
+		d := example("search.json", "search")
+		d.LookupURL = strings.Replace(d.LookupURL, "external_id=", "key=", 1) // a parameter the partner ignores
+		r := run(t, "search", d)
+		require.Equal(t, probe.Violation, r.Verdict, r.Finding)
+		require.Contains(t, r.Finding, "does not filter by the key")
+		require.Empty(t, r.Effects, "nothing sent")
+	})
+
+	t.Run("lookup that finds a never-used key", func(t *testing.T) {
+		d := example("search.json", "search")
+		d.LookupURL = strings.Replace(d.LookupURL, "external_id=", "key=", 1)
+		lk := *d.Lookup
+		lk.Match, lk.Count = nil, "" // then any listed record reads as the effect
+		d.Lookup = &lk
+		recs, err := sb.Records("search")
+		require.NoError(t, err)
+		require.Len(t, recs, 1, "one earlier ticket for the unfiltered list to show")
+		r := run(t, "search", d)
+		require.Equal(t, probe.Violation, r.Verdict, r.Finding)
+		require.Contains(t, r.Finding, "found an effect ("+recs[0].TicketID+") for a key never used")
+		require.Contains(t, r.Finding, "Declare lookup.match")
+	})
+
+	t.Run("list lookup without a reading", func(t *testing.T) {
+		d := example("search.json", "search")
+		d.Lookup = nil // the answer read as the record itself: an empty list names nothing
+		r := run(t, "search", d)
+		require.Equal(t, probe.Violation, r.Verdict, r.Finding)
+		require.Contains(t, r.Finding, "cannot be read")
+		require.Contains(t, r.Finding, "declare lookup.items")
+		require.Empty(t, r.Effects, "nothing sent")
 	})
 }
