@@ -3,8 +3,10 @@ package sandbox
 import (
 	"context"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -60,6 +62,13 @@ const (
 	// empty list when none (never 404); without that parameter it lists
 	// every ticket, as list endpoints do with a filter they do not know.
 	ModeSearch Mode = "search-lookup"
+	// ModeReplayError: POST /v1/entries, Idempotency-Key; 201 for a new
+	// entry; the repeat of a completed request is an error, 409
+	// duplicate_request, which names the original at
+	// /error/errors/0/links/conflicting_resource_id under an error id of
+	// its own; a key reused with another payload is 422
+	// idempotency_key_reused; a key in flight 409 request_in_progress.
+	ModeReplayError Mode = "replay-as-error"
 )
 
 // WebhookSecret is the secret the ModeWebhook receiver verifies with
@@ -82,6 +91,7 @@ func DialectModes() map[string]Mode {
 		"webhooks":        ModeWebhook,
 		"things":          ModePutByID,
 		"search":          ModeSearch,
+		"entries":         ModeReplayError,
 	}
 }
 
@@ -230,6 +240,26 @@ var personalities = map[Mode]*personality{
 			return answer{status: http.StatusCreated, body: map[string]any{"ticket": searchTicket(id, key)}}
 		},
 	}, "/api/tickets", searchByExternalID),
+	ModeReplayError: {
+		method: http.MethodPost, route: "/v1/entries", parse: keyInHeader("Idempotency-Key"), dedup: true, keepsKey: true,
+		invalid: answer{status: 400, body: entriesError("validation", map[string]any{"field": "subject"})},
+		created: func(_ *http.Request, id, _ string) answer {
+			return answer{status: 201, body: map[string]any{"data": map[string]any{"id": id, "status": "posted"}}}
+		},
+		replay: func(_ *http.Request, id, _ string) answer {
+			// Each error answer has an id of its own, so only the link to
+			// the original says which entry the repeat is about.
+			return answer{status: 409, body: entriesError("duplicate_request", map[string]any{
+				"id": "err_" + randomHex(8),
+				"errors": []any{map[string]any{
+					"code": "duplicate", "links": map[string]any{"conflicting_resource_id": id},
+				}},
+			})}
+		},
+		reused: answer{status: 422, body: entriesError("idempotency_key_reused", map[string]any{
+			"message": "Idempotency-Key was already used with another request body"})},
+		inFlight: answer{status: 409, body: entriesError("request_in_progress", nil)},
+	},
 }
 
 // searchable gives p a lookup at route.
@@ -295,6 +325,20 @@ func externalID(_ *http.Request, body []byte, p *personality) (string, []byte, *
 	delete(obj, "external_id")
 	ticket, _ := json.Marshal(obj)
 	return key, ticket, nil
+}
+
+func entriesError(code string, fields map[string]any) any {
+	e := map[string]any{"code": code}
+	for k, v := range fields {
+		e[k] = v
+	}
+	return map[string]any{"error": e}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	return hex.EncodeToString(b)
 }
 
 // tickets is the ticket service's own dialect.
