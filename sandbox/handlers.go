@@ -73,33 +73,39 @@ func canonicalTicket(body []byte) ([]byte, string, bool) {
 	return c, hex.EncodeToString(sum[:]), true
 }
 
-// handleLookup is GET /{dest}/tickets?key=K, for lookup destinations only: a
-// 404 from any other destination would wrongly read as "no such effect".
-func (s *Server) handleLookup(w http.ResponseWriter, r *http.Request) {
-	dest, mode, ok := s.destination(w, r)
-	if !ok {
-		return
+// maintenancePage is a garbled lookup's answer: a 200 that no JSON reader
+// can take for an answer about the key.
+const maintenancePage = "<html><body><h1>Scheduled maintenance</h1></body></html>"
+
+// lookupAt serves GET /{dest}{route} for the destinations whose lookup is
+// there; any other destination refuses it, since a 404 would wrongly read
+// as "no such effect".
+func (s *Server) lookupAt(route string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		dest, mode, ok := s.destination(w, r)
+		if !ok {
+			return
+		}
+		p := personalities[mode]
+		if p.lookupRoute != route {
+			writeJSON(w, http.StatusMethodNotAllowed, apiError{Error: "lookup_not_supported"})
+			return
+		}
+		// Like a 503 before validation: the page stands in front of the API.
+		if f := s.arriveLookup(dest); f != nil && f.Kind == FaultGarbledLookup {
+			w.Header().Set("Content-Type", "text/html")
+			w.WriteHeader(http.StatusOK)
+			_, _ = io.WriteString(w, maintenancePage)
+			return
+		}
+		a, err := p.lookup(r.Context(), s.store, dest, r.URL.Query())
+		if err != nil {
+			slog.Error("sandbox: lookup", "destination", dest, "error", err)
+			writeJSON(w, http.StatusInternalServerError, apiError{Error: "internal"})
+			return
+		}
+		a.write(w)
 	}
-	if mode != ModeLookup {
-		writeJSON(w, http.StatusMethodNotAllowed, apiError{Error: "lookup_not_supported"})
-		return
-	}
-	key := r.URL.Query().Get("key")
-	if key == "" {
-		writeJSON(w, http.StatusBadRequest, apiError{Error: "validation", Field: "key"})
-		return
-	}
-	id, err := s.store.findByKey(r.Context(), dest, key)
-	if err != nil {
-		slog.Error("sandbox: lookup", "destination", dest, "error", err)
-		writeJSON(w, http.StatusInternalServerError, apiError{Error: "internal"})
-		return
-	}
-	if id == "" {
-		writeJSON(w, http.StatusNotFound, apiError{Error: "not_found"})
-		return
-	}
-	writeJSON(w, http.StatusOK, created(id))
 }
 
 // faultRequest is the body of POST /admin/faults.

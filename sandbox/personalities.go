@@ -3,14 +3,18 @@ package sandbox
 import (
 	"context"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,10 +22,11 @@ import (
 )
 
 // Personalities: sandbox services that speak a real vendor's dialect, each
-// as that vendor documents it (where the key goes and how long it may be,
-// how a replay, a key reused with another payload and a key in flight are
-// answered, where the receipt is). Tickets, keys, faults and the request
-// log work as for the other modes.
+// as that vendor documents it, or a pattern many vendors share (where the
+// key goes and how long it may be, how a replay, a key reused with another
+// payload and a key in flight are answered, where the receipt is, how the
+// key is searched for). Tickets, keys, faults and the request log work as
+// for the other modes.
 const (
 	// ModeStripe: POST /v1/tickets, Idempotency-Key (at most 255
 	// characters); 200 for a new object and for a replay, which carries
@@ -50,6 +55,20 @@ const (
 	// the same content, changes nothing (200); the resource is named only
 	// in the Location header; other content is 409.
 	ModePutByID Mode = "put-by-business-id"
+	// ModeSearch: a helpdesk without idempotency that keeps an external id.
+	// POST /api/tickets with external_id in the body always creates a
+	// ticket (201, the ticket nested at /ticket);
+	// GET /api/tickets?external_id=K lists the tickets that carry K, an
+	// empty list when none (never 404); without that parameter it lists
+	// every ticket, as list endpoints do with a filter they do not know.
+	ModeSearch Mode = "search-lookup"
+	// ModeReplayError: POST /v1/entries, Idempotency-Key; 201 for a new
+	// entry; the repeat of a completed request is an error, 409
+	// duplicate_request, which names the original at
+	// /error/errors/0/links/conflicting_resource_id under an error id of
+	// its own; a key reused with another payload is 422
+	// idempotency_key_reused; a key in flight 409 request_in_progress.
+	ModeReplayError Mode = "replay-as-error"
 )
 
 // WebhookSecret is the secret the ModeWebhook receiver verifies with
@@ -71,6 +90,8 @@ func DialectModes() map[string]Mode {
 		"square":          ModeSquare,
 		"webhooks":        ModeWebhook,
 		"things":          ModePutByID,
+		"search":          ModeSearch,
+		"entries":         ModeReplayError,
 	}
 }
 
@@ -115,24 +136,44 @@ type personality struct {
 	dedup, keepsKey bool
 	invalid         answer
 	tooLong         answer
-	created         func(r *http.Request, id string) answer
+	created         func(r *http.Request, id, key string) answer
 	replay          func(r *http.Request, id, key string) answer
 	reused          answer
 	inFlight        answer
+	// lookupRoute is the GET route (after /{dest}) that finds tickets by
+	// their stored key, served by lookup; "" for none.
+	lookupRoute string
+	lookup      lookupFunc
+}
+
+// lookupFunc answers a lookup with the query q from the destination's
+// stored tickets.
+type lookupFunc func(ctx context.Context, st *store, dest string, q url.Values) (answer, error)
+
+// lookupRoutes lists the personalities' lookup routes, each once.
+func lookupRoutes() []string {
+	var routes []string
+	for _, p := range personalities {
+		if p.lookupRoute != "" && !slices.Contains(routes, p.lookupRoute) {
+			routes = append(routes, p.lookupRoute)
+		}
+	}
+	slices.Sort(routes)
+	return routes
 }
 
 var personalities = map[Mode]*personality{
 	ModeHonoursKeys:       tickets(true, true),
 	ModeIgnoresKeys:       tickets(false, false),
 	ModeNoKeys:            tickets(false, false),
-	ModeLookup:            tickets(false, true),
+	ModeLookup:            searchable(tickets(false, true), "/tickets", lookupByKey),
 	ModeStripe:            stripe(true),
 	ModeStripeIgnoresKeys: stripe(false),
 	ModeAdyen: {
 		method: http.MethodPost, route: "/v71/payments", parse: keyInHeader("Idempotency-Key"), maxKey: 64, dedup: true, keepsKey: true,
 		invalid: answer{status: 422, body: adyenError("validation", "101", "Invalid field: subject")},
 		tooLong: answer{status: 422, body: adyenError("validation", "702", "Idempotency-Key is longer than 64 characters")},
-		created: func(_ *http.Request, id string) answer {
+		created: func(_ *http.Request, id, _ string) answer {
 			return answer{status: 200, body: map[string]any{"pspReference": id, "resultCode": "Authorised"}}
 		},
 		replay: func(_ *http.Request, id, key string) answer {
@@ -146,7 +187,7 @@ var personalities = map[Mode]*personality{
 		method: http.MethodPost, route: "/v2/checkout/orders", parse: keyInHeader("PayPal-Request-Id"), maxKey: 108, dedup: true, keepsKey: true,
 		invalid: answer{status: 422, body: paypalError("UNPROCESSABLE_ENTITY", "MISSING_REQUIRED_PARAMETER")},
 		tooLong: answer{status: 400, body: paypalError("INVALID_REQUEST", "INVALID_PARAMETER_VALUE")},
-		created: func(_ *http.Request, id string) answer {
+		created: func(_ *http.Request, id, _ string) answer {
 			return answer{status: 201, body: map[string]any{"id": id, "status": "CREATED"}}
 		},
 		replay: func(_ *http.Request, id, _ string) answer {
@@ -159,7 +200,7 @@ var personalities = map[Mode]*personality{
 		method: http.MethodPost, route: "/v2/payments", parse: squareKey, maxKey: 45, dedup: true, keepsKey: true,
 		invalid: answer{status: 400, body: squareError("INVALID_REQUEST_ERROR", "MISSING_REQUIRED_PARAMETER", "subject")},
 		tooLong: answer{status: 400, body: squareError("INVALID_REQUEST_ERROR", "VALUE_TOO_LONG", "idempotency_key")},
-		created: func(_ *http.Request, id string) answer {
+		created: func(_ *http.Request, id, _ string) answer {
 			return answer{status: 200, body: map[string]any{"payment": map[string]any{"id": id, "status": "COMPLETED"}}}
 		},
 		replay: func(_ *http.Request, id, _ string) answer {
@@ -171,7 +212,7 @@ var personalities = map[Mode]*personality{
 	ModeWebhook: {
 		method: http.MethodPost, route: "/webhooks", parse: signedWebhook, dedup: true, keepsKey: true,
 		invalid: answer{status: 400, body: apiError{Error: "validation", Field: "data.subject"}},
-		created: func(_ *http.Request, id string) answer {
+		created: func(_ *http.Request, id, _ string) answer {
 			return answer{status: 200, body: map[string]any{"id": id, "status": "received"}}
 		},
 		replay: func(_ *http.Request, id, _ string) answer {
@@ -183,7 +224,7 @@ var personalities = map[Mode]*personality{
 	ModePutByID: {
 		method: http.MethodPut, route: "/things/", parse: keyInPath, dedup: true, keepsKey: true,
 		invalid: answer{status: 400, body: apiError{Error: "validation", Field: "subject"}},
-		created: func(r *http.Request, _ string) answer {
+		created: func(r *http.Request, _, _ string) answer {
 			return answer{status: 201, header: map[string]string{"Location": r.URL.Path}}
 		},
 		replay: func(r *http.Request, _, _ string) answer {
@@ -192,6 +233,112 @@ var personalities = map[Mode]*personality{
 		reused:   answer{status: 409, body: apiError{Error: "exists_with_different_content"}},
 		inFlight: answer{status: 409, body: apiError{Error: "in_progress"}},
 	},
+	ModeSearch: searchable(&personality{
+		method: http.MethodPost, route: "/api/tickets", parse: externalID, keepsKey: true,
+		invalid: answer{status: http.StatusUnprocessableEntity, body: apiError{Error: "validation", Field: "subject"}},
+		created: func(_ *http.Request, id, key string) answer {
+			return answer{status: http.StatusCreated, body: map[string]any{"ticket": searchTicket(id, key)}}
+		},
+	}, "/api/tickets", searchByExternalID),
+	ModeReplayError: {
+		method: http.MethodPost, route: "/v1/entries", parse: keyInHeader("Idempotency-Key"), dedup: true, keepsKey: true,
+		invalid: answer{status: 400, body: entriesError("validation", map[string]any{"field": "subject"})},
+		created: func(_ *http.Request, id, _ string) answer {
+			return answer{status: 201, body: map[string]any{"data": map[string]any{"id": id, "status": "posted"}}}
+		},
+		replay: func(_ *http.Request, id, _ string) answer {
+			// Each error answer has an id of its own, so only the link to
+			// the original says which entry the repeat is about.
+			return answer{status: 409, body: entriesError("duplicate_request", map[string]any{
+				"id": "err_" + randomHex(8),
+				"errors": []any{map[string]any{
+					"code": "duplicate", "links": map[string]any{"conflicting_resource_id": id},
+				}},
+			})}
+		},
+		reused: answer{status: 422, body: entriesError("idempotency_key_reused", map[string]any{
+			"message": "Idempotency-Key was already used with another request body"})},
+		inFlight: answer{status: 409, body: entriesError("request_in_progress", nil)},
+	},
+}
+
+// searchable gives p a lookup at route.
+func searchable(p *personality, route string, fn lookupFunc) *personality {
+	p.lookupRoute, p.lookup = route, fn
+	return p
+}
+
+// lookupByKey is the ticket service's own lookup, GET /tickets?key=K: the
+// first ticket stored with K, or 404.
+func lookupByKey(ctx context.Context, st *store, dest string, q url.Values) (answer, error) {
+	key := q.Get("key")
+	if key == "" {
+		return answer{status: http.StatusBadRequest, body: apiError{Error: "validation", Field: "key"}}, nil
+	}
+	id, err := st.findByKey(ctx, dest, key)
+	if err != nil {
+		return answer{}, err
+	}
+	if id == "" {
+		return answer{status: http.StatusNotFound, body: apiError{Error: "not_found"}}, nil
+	}
+	return answer{status: http.StatusOK, body: created(id)}, nil
+}
+
+// maxSearch bounds a search answer's list, as a list endpoint's page does.
+const maxSearch = 100
+
+// searchByExternalID is ModeSearch's GET /api/tickets: the tickets whose
+// external_id is the parameter's value, or every ticket when the request
+// has no external_id parameter (other parameters are ignored).
+func searchByExternalID(ctx context.Context, st *store, dest string, q url.Values) (answer, error) {
+	var key *string
+	if q.Has("external_id") {
+		k := q.Get("external_id")
+		key = &k
+	}
+	found, err := st.search(ctx, dest, key, maxSearch)
+	if err != nil {
+		return answer{}, err
+	}
+	list := make([]any, len(found))
+	for i, t := range found {
+		list[i] = searchTicket(t.id, t.key)
+	}
+	return answer{status: http.StatusOK, body: map[string]any{"tickets": list, "count": len(list)}}, nil
+}
+
+func searchTicket(id, externalID string) map[string]any {
+	return map[string]any{"id": id, "external_id": externalID, "status": "open"}
+}
+
+// externalID takes external_id out of the body; the rest is the ticket.
+func externalID(_ *http.Request, body []byte, p *personality) (string, []byte, *answer) {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(body, &obj) != nil || obj == nil {
+		return "", nil, &p.invalid
+	}
+	var key string
+	if json.Unmarshal(obj["external_id"], &key) != nil || key == "" {
+		return "", nil, &answer{status: http.StatusUnprocessableEntity, body: apiError{Error: "validation", Field: "external_id"}}
+	}
+	delete(obj, "external_id")
+	ticket, _ := json.Marshal(obj)
+	return key, ticket, nil
+}
+
+func entriesError(code string, fields map[string]any) any {
+	e := map[string]any{"code": code}
+	for k, v := range fields {
+		e[k] = v
+	}
+	return map[string]any{"error": e}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	return hex.EncodeToString(b)
 }
 
 // tickets is the ticket service's own dialect.
@@ -199,7 +346,9 @@ func tickets(dedup, keepsKey bool) *personality {
 	return &personality{
 		method: http.MethodPost, route: "/tickets", parse: keyInHeader(KeyHeader), dedup: dedup, keepsKey: keepsKey,
 		invalid: answer{status: http.StatusUnprocessableEntity, body: apiError{Error: "validation", Field: "subject"}},
-		created: func(_ *http.Request, id string) answer { return answer{status: http.StatusCreated, body: created(id)} },
+		created: func(_ *http.Request, id, _ string) answer {
+			return answer{status: http.StatusCreated, body: created(id)}
+		},
 		replay: func(_ *http.Request, id, _ string) answer {
 			return answer{status: http.StatusOK, header: map[string]string{ReplayedHeader: "true"}, body: created(id)}
 		},
@@ -216,7 +365,7 @@ func stripe(honoursKeys bool) *personality {
 		method: http.MethodPost, route: "/v1/tickets", parse: keyInHeader("Idempotency-Key"), maxKey: 255, dedup: honoursKeys, keepsKey: honoursKeys,
 		invalid: answer{status: 400, body: stripeError("invalid_request_error", "parameter_missing", "Missing required param: subject.")},
 		tooLong: answer{status: 400, body: stripeError("invalid_request_error", "", "Idempotency-Key is longer than 255 characters.")},
-		created: func(_ *http.Request, id string) answer { return answer{status: 200, body: obj(id)} },
+		created: func(_ *http.Request, id, _ string) answer { return answer{status: 200, body: obj(id)} },
 		replay: func(_ *http.Request, id, _ string) answer {
 			return answer{status: 200, header: map[string]string{ReplayedHeader: "true"}, body: obj(id)}
 		},
@@ -432,9 +581,9 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	case faultIs(FaultDelayAfterCommit):
 		done(ResultWrittenThenDelayed, true, false)
 		s.sleep(r.Context(), fault.Delay)
-		p.created(r, id).write(w)
+		p.created(r, id, key).write(w)
 	default:
 		done(ResultWrittenThenReceipt, true, false)
-		p.created(r, id).write(w)
+		p.created(r, id, key).write(w)
 	}
 }

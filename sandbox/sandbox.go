@@ -98,27 +98,36 @@ const (
 	FaultDelayBeforeCommit FaultKind = "delay_before_commit"
 	// FaultFail503 answers 503 with Retry-After: 1 before any write.
 	FaultFail503 FaultKind = "fail_503"
+	// FaultGarbledLookup answers a lookup (GET) 200 with an HTML
+	// maintenance page: a success status over an answer that says nothing
+	// about the key, which a lookup must not read as "not found".
+	FaultGarbledLookup FaultKind = "garbled_lookup"
 )
 
 // Fault is queued per destination and consumed by the next Count POSTs, in
-// order. A POST consumes one fault even when it does not apply: the
-// after-commit kinds only act on a POST that writes a ticket, so a replay,
-// an in-flight answer or a rejection spends them without effect.
+// order; a lookup fault (garbled_lookup) by the next Count lookups
+// instead, in a queue of its own, so creates and lookups never spend each
+// other's faults. A POST consumes one fault even when it does not apply:
+// the after-commit kinds only act on a POST that writes a ticket, so a
+// replay, an in-flight answer or a rejection spends them without effect.
 type Fault struct {
 	Kind  FaultKind
-	Count int           // POSTs it applies to; 0 means 1
+	Count int           // requests it applies to; 0 means 1
 	Delay time.Duration // for the delay kinds
 }
 
+// forLookup reports whether the fault is spent by lookups, not creates.
+func (f Fault) forLookup() bool { return f.Kind == FaultGarbledLookup }
+
 func (f Fault) validate() error {
 	switch f.Kind {
-	case FaultCloseAfterCommit, FaultFail503:
+	case FaultCloseAfterCommit, FaultFail503, FaultGarbledLookup:
 	case FaultDelayAfterCommit, FaultDelayBeforeCommit:
 		if f.Delay <= 0 {
 			return fmt.Errorf("fault %s needs a positive delay", f.Kind)
 		}
 	default:
-		return fmt.Errorf("unknown fault %q; use close_after_commit, delay_after_commit, delay_before_commit or fail_503", f.Kind)
+		return fmt.Errorf("unknown fault %q; use close_after_commit, delay_after_commit, delay_before_commit, fail_503 or garbled_lookup", f.Kind)
 	}
 	if f.Count < 0 {
 		return errors.New("fault count must not be negative")
@@ -135,10 +144,11 @@ type Server struct {
 	stopOnce sync.Once
 	stopped  chan struct{} // closed on Close: cuts staged delays short
 
-	mu       sync.Mutex
-	faults   map[string][]Fault
-	logs     map[string]*requestLog
-	inFlight map[inFlightKey]bool
+	mu           sync.Mutex
+	faults       map[string][]Fault // spent by creates
+	lookupFaults map[string][]Fault // spent by lookups
+	logs         map[string]*requestLog
+	inFlight     map[inFlightKey]bool
 }
 
 type inFlightKey struct{ dest, key string }
@@ -161,12 +171,13 @@ func Open(dbPath string, modes map[string]Mode) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		store:    st,
-		modes:    maps.Clone(modes),
-		stopped:  make(chan struct{}),
-		faults:   map[string][]Fault{},
-		logs:     map[string]*requestLog{},
-		inFlight: map[inFlightKey]bool{},
+		store:        st,
+		modes:        maps.Clone(modes),
+		stopped:      make(chan struct{}),
+		faults:       map[string][]Fault{},
+		lookupFaults: map[string][]Fault{},
+		logs:         map[string]*requestLog{},
+		inFlight:     map[inFlightKey]bool{},
 	}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("POST /admin/faults", s.handleFaults)
@@ -174,7 +185,12 @@ func Open(dbPath string, modes map[string]Mode) (*Server, error) {
 	s.mux.HandleFunc("GET /admin/requests", s.handleRequests)
 	s.mux.HandleFunc("POST /admin/reset", s.handleReset)
 	s.mux.HandleFunc("/{dest}/{rest...}", s.handleCreate)
-	s.mux.HandleFunc("GET /{dest}/tickets", s.handleLookup)
+	// A GET at a lookup route is more specific than the create catch-all,
+	// so it is served here at every destination; one that cannot be
+	// searched there refuses it.
+	for _, route := range lookupRoutes() {
+		s.mux.HandleFunc("GET /{dest}"+route, s.lookupAt(route))
+	}
 	return s, nil
 }
 
@@ -210,18 +226,28 @@ func (s *Server) Requests(dest string) []RequestLog {
 	return out
 }
 
-// Inject queues a fault for the destination's next POSTs.
+// Inject queues a fault for the destination's next POSTs, or for its next
+// lookups (garbled_lookup).
 func (s *Server) Inject(dest string, f Fault) error {
-	if _, ok := s.modes[dest]; !ok {
+	mode, ok := s.modes[dest]
+	if !ok {
 		return fmt.Errorf("sandbox: unknown destination %q", dest)
 	}
 	if err := f.validate(); err != nil {
 		return fmt.Errorf("sandbox: %w", err)
 	}
+	if f.forLookup() && personalities[mode].lookupRoute == "" {
+		// No lookup would ever spend it.
+		return fmt.Errorf("sandbox: fault %s: destination %q (%s) has no lookup", f.Kind, dest, mode)
+	}
 	f.Count = max(f.Count, 1)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.faults[dest] = append(s.faults[dest], f)
+	if f.forLookup() {
+		s.lookupFaults[dest] = append(s.lookupFaults[dest], f)
+	} else {
+		s.faults[dest] = append(s.faults[dest], f)
+	}
 	return nil
 }
 
@@ -234,6 +260,7 @@ func (s *Server) Reset(dest string) error {
 	s.mu.Lock()
 	delete(s.logs, dest)
 	delete(s.faults, dest)
+	delete(s.lookupFaults, dest)
 	s.mu.Unlock()
 	return s.store.reset(context.Background(), dest)
 }
@@ -248,15 +275,27 @@ func (s *Server) arrive(dest string) (int, *Fault) {
 		s.logs[dest] = l
 	}
 	l.next++
-	q := s.faults[dest]
+	return l.next, take(s.faults, dest)
+}
+
+// arriveLookup takes a lookup's fault, if one is queued.
+func (s *Server) arriveLookup(dest string) *Fault {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return take(s.lookupFaults, dest)
+}
+
+// take spends one use of the destination's first queued fault; s.mu held.
+func take(faults map[string][]Fault, dest string) *Fault {
+	q := faults[dest]
 	if len(q) == 0 {
-		return l.next, nil
+		return nil
 	}
 	f := q[0]
 	if q[0].Count--; q[0].Count == 0 {
-		s.faults[dest] = q[1:]
+		faults[dest] = q[1:]
 	}
-	return l.next, &f
+	return &f
 }
 
 func (s *Server) record(dest string, e RequestLog) {

@@ -30,8 +30,13 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
+	return newFixtureWith(t, DefaultModes())
+}
+
+func newFixtureWith(t *testing.T, modes map[string]Mode) *fixture {
+	t.Helper()
 	dbPath := filepath.Join(t.TempDir(), "sandbox.db")
-	srv, err := Open(dbPath, DefaultModes())
+	srv, err := Open(dbPath, modes)
 	require.NoError(t, err)
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {

@@ -144,6 +144,35 @@ func (s *store) findByKey(ctx context.Context, dest, key string) (string, error)
 	return id, nil
 }
 
+// keyedTicket is a ticket and the key stored with it ("" for none).
+type keyedTicket struct{ id, key string }
+
+// search lists the destination's tickets stored with key, or all of them
+// when key is nil, oldest first, at most limit.
+func (s *store) search(ctx context.Context, dest string, key *string, limit int) ([]keyedTicket, error) {
+	q, args := `SELECT ticket_id, COALESCE(idempotency_key, '') FROM tickets WHERE destination = ? ORDER BY seq LIMIT ?`, []any{dest, limit}
+	if key != nil {
+		q, args = `SELECT ticket_id, idempotency_key FROM tickets WHERE destination = ? AND idempotency_key = ? ORDER BY seq LIMIT ?`, []any{dest, *key, limit}
+	}
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("search tickets: %w", err)
+	}
+	defer rows.Close()
+	out := []keyedTicket{}
+	for rows.Next() {
+		var t keyedTicket
+		if err := rows.Scan(&t.id, &t.key); err != nil {
+			return nil, fmt.Errorf("search tickets: %w", err)
+		}
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("search tickets: %w", err)
+	}
+	return out, nil
+}
+
 func (s *store) records(ctx context.Context, dest string) ([]Record, error) {
 	rows, err := s.db.QueryContext(ctx,
 		`SELECT ticket_id, COALESCE(idempotency_key, ''), payload, created_at FROM tickets WHERE destination = ? ORDER BY seq`, dest)
