@@ -20,7 +20,7 @@ func sandboxCommand() *cobra.Command {
 		Long: `Serves the sandbox ticket service: one destination per kind of provider
 (helpdesk honours idempotency keys, ignoring ignores them, legacy has none,
 crm can be searched by key), one per vendor dialect of config/examples
-(stripe, stripe-ignoring, adyen, paypal, square, webhooks, things), tickets
+(stripe, stripe-ignoring, adyen, paypal, square, webhooks, things, search, entries), tickets
 kept in a SQLite file, and admin
 endpoints to stage faults (POST /admin/faults) and read what was stored
 (GET /admin/records?destination=NAME, /admin/requests?destination=NAME).`,
