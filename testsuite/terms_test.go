@@ -174,3 +174,28 @@ func (s *TermsSuite) TestOverLongDecisionIsRefusedAndCut() {
 	res := s.run()
 	s.Equal(workflows.StatusAbandoned, res.Status)
 }
+
+// TestUnreadableLookupParks: after an unknown outcome at a lookup
+// destination, a lookup answer the declared reading cannot read is neither
+// found nor not found: the delivery parks at once with the answer as
+// evidence, and asks no more.
+func (s *TermsSuite) TestUnreadableLookupParks() {
+	s.in = Input(lab.DestCRM, "terms-unreadable", lab.Ticket("terms-unreadable", "Call back the customer"))
+	s.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.WorkflowID(opkey.Key(s.in.Operation))})
+	c := s.dest.Config.Destinations[lab.DestCRM].Contract
+	s.answer(activities.Outcome{
+		Class: contract.ClassUnknown, Error: "connection closed after the request was written", Terms: &activities.Terms{Contract: &c},
+	}, nil)
+	lookups := 0
+	s.env.OnActivity(workflows.ActivityLookup, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.Request) (activities.Found, error) {
+			lookups++
+			return activities.Found{}, temporal.NewNonRetryableApplicationError(
+				"lookup at crm: HTTP 200 is not JSON; the answer: <html>maintenance</html>", activities.ErrLookupUnreadable, nil)
+		})
+	s.decideWhenParked("<html>maintenance</html>", workflows.ReviewDecision{Decision: "abandon", Reviewer: "ops", Note: "checked"})
+	res := s.run()
+	s.Equal(workflows.StatusAbandoned, res.Status)
+	s.Equal(1, lookups, "an unreadable answer is not asked for again")
+	s.Len(res.Attempts, 1, "nothing sent again")
+}

@@ -272,8 +272,13 @@ func (d *delivery) run(ctx workflow.Context) (DeliveryResult, error) {
 		case contract.StepLookup:
 			found, err := d.lookup(ctx, *c)
 			if err != nil {
-				d.reason = fmt.Sprintf("attempt %d's outcome is unknown and the lookup at %s failed, so Courier cannot tell whether it applied: check the destination",
-					n, d.in.Destination)
+				failed := "failed"
+				var appErr *temporal.ApplicationError
+				if errors.As(err, &appErr) && appErr.Type() == activities.ErrLookupUnreadable {
+					failed = "answered in a way its declared reading cannot read"
+				}
+				d.reason = fmt.Sprintf("attempt %d's outcome is unknown and the lookup at %s %s, so Courier cannot tell whether it applied: check the destination",
+					n, d.in.Destination, failed)
 				if done, res, err := d.review(ctx, c.ReviewReminder, fmt.Sprintf(
 					"attempt %d: %s (%s); the lookup that should tell whether it took effect failed: %v",
 					n, out.Class, out.Error, err), nil); done {
