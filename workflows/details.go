@@ -101,8 +101,14 @@ func (d *delivery) headline() string {
 		if d.res.Status == StatusDuplicate {
 			s += " already had it"
 		}
-		if d.res.Receipt != nil {
-			s += ", resource " + code(d.res.Receipt.ResourceID)
+		if r := d.res.Receipt; r != nil {
+			s += ", resource " + code(r.ResourceID)
+			switch r.Source {
+			case activities.SourceReplayed:
+				s += " (named by its replay)"
+			case activities.SourceLookup:
+				s += " (found by lookup)"
+			}
 		}
 		return s
 	case d.res.Status == StatusDeliveredByReview || d.res.Status == StatusAbandoned:
