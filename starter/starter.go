@@ -187,8 +187,8 @@ func deliverUpdate(h Handle, id, caller string, stage client.WorkflowUpdateStage
 	}
 }
 
-// conflictOr turns the deliver update's conflict refusal into a
-// *ConflictError; any other error is wrapped.
+// conflictOr turns the deliver update's refusals into a *ConflictError
+// or an *InvalidRequestError; any other error is wrapped.
 func (s *Client) conflictOr(h Handle, err error) error {
 	var app *temporal.ApplicationError
 	if errors.As(err, &app) && app.Type() == workflows.ErrConflict {
@@ -197,6 +197,9 @@ func (s *Client) conflictOr(h Handle, err error) error {
 			existing = "(unknown)"
 		}
 		return &ConflictError{Key: h.Key, ExistingFingerprint: existing, RequestFingerprint: h.Fingerprint}
+	}
+	if errors.As(err, &app) && app.Type() == workflows.ErrInvalidRequest {
+		return &InvalidRequestError{errors.New(app.Message())}
 	}
 	return fmt.Errorf("delivery %s: %w", h.Key, err)
 }

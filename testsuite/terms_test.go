@@ -2,6 +2,7 @@ package testsuite
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -198,4 +199,49 @@ func (s *TermsSuite) TestUnreadableLookupParks() {
 	s.Equal(workflows.StatusAbandoned, res.Status)
 	s.Equal(1, lookups, "an unreadable answer is not asked for again")
 	s.Len(res.Attempts, 1, "nothing sent again")
+}
+
+// TestDeliverJoinCheck: the deliver update's validator compares payloads
+// by the workflow's own fingerprint. A request carrying its payload is
+// fingerprinted as the input is, so the caller's own start, re-encoded by
+// its SDK alike, is never a conflict; another payload is; a request that
+// cannot be read is invalid, not a conflict.
+func (s *TermsSuite) TestDeliverJoinCheck() {
+	s.in.Payload = json.RawMessage(`{"subject": "Move the workshop booking", "seats": 1e2, "ratio": 1.0}`)
+	fp, err := opkey.Fingerprint(s.in.Payload)
+	s.Require().NoError(err)
+	s.env.OnActivity(workflows.ActivityAttempt, mock.Anything, mock.Anything).After(time.Minute).Return(activities.Outcome{
+		Class: contract.ClassCreated, StatusCode: 201, Receipt: &activities.Receipt{ResourceID: "ticket-1"}, Terms: s.terms(),
+	}, nil).Once()
+	refused := map[string]error{}
+	send := func(id string, r workflows.DeliverRequest) {
+		s.env.UpdateWorkflow(workflows.UpdateDeliver, id, &sdktest.TestUpdateCallback{
+			OnAccept: func() { refused[id] = nil },
+			OnReject: func(err error) { refused[id] = err },
+			OnComplete: func(any, error) {},
+		}, r)
+	}
+	s.env.RegisterDelayedCallback(func() {
+		send("own-bytes", workflows.DeliverRequest{Payload: json.RawMessage(`{"ratio":1.0,"seats":1e2,"subject":"Move the workshop booking"}`)})
+		send("own-fingerprint", workflows.DeliverRequest{Fingerprint: fp})
+		send("reencoded-elsewhere", workflows.DeliverRequest{Payload: json.RawMessage(`{"subject": "Move the workshop booking", "seats": 100, "ratio": 1}`)})
+		send("other", workflows.DeliverRequest{Payload: json.RawMessage(`{"subject": "Another"}`)})
+		send("not-an-object", workflows.DeliverRequest{Payload: json.RawMessage(`[1, 2]`)})
+		send("empty", workflows.DeliverRequest{})
+	}, time.Second)
+	res := s.run()
+	s.Equal(workflows.StatusCreated, res.Status)
+	s.NoError(refused["own-bytes"])
+	s.NoError(refused["own-fingerprint"])
+	for id, typ := range map[string]string{
+		"reencoded-elsewhere": workflows.ErrConflict, // numbers as written are the payload's
+		"other":               workflows.ErrConflict,
+		"not-an-object":       workflows.ErrInvalidRequest,
+		"empty":               workflows.ErrInvalidRequest,
+	} {
+		var app *temporal.ApplicationError
+		s.Require().ErrorAs(refused[id], &app, id)
+		s.Equal(typ, app.Type(), id)
+		s.Contains(app.Error(), "nothing was sent", id)
+	}
 }

@@ -154,12 +154,7 @@ func (d *delivery) setup(ctx workflow.Context) error {
 			return Settled{DeliveryStatus: d.status(), Starter: d.starter}, nil
 		},
 		workflow.UpdateHandlerOptions{Description: describeDeliver, Validator: func(_ workflow.Context, r DeliverRequest) error {
-			if r.Fingerprint != d.res.Fingerprint {
-				return temporal.NewApplicationError(fmt.Sprintf(
-					"delivery %s carries a payload with fingerprint %s; this request's is %s: nothing was sent",
-					d.res.Key, d.res.Fingerprint, r.Fingerprint), ErrConflict, d.res.Fingerprint, r.Fingerprint)
-			}
-			return nil
+			return d.checkDeliver(r)
 		}},
 	); err != nil {
 		return fmt.Errorf("register update: %w", err)
@@ -186,6 +181,35 @@ func (d *delivery) setup(ctx workflow.Context) error {
 			d.receiveReview(ctx, rd, "signal")
 		}
 	})
+	return nil
+}
+
+// checkDeliver refuses a deliver update for another payload than the
+// delivery's, before anything is recorded. The payload, when the request
+// carries it, is fingerprinted here as the workflow's own input is: a
+// caller whose SDK re-encodes the payload (1e2 as 100.0, say) re-encodes
+// both alike, so its own start is never its own conflict. A delivery whose
+// payload is invalid conflicts with nothing: it ends rejected, and that is
+// every caller's answer.
+func (d *delivery) checkDeliver(r DeliverRequest) error {
+	if d.res.Fingerprint == "" {
+		return nil
+	}
+	fp := r.Fingerprint
+	if len(r.Payload) > 0 {
+		var err error
+		if fp, err = opkey.Fingerprint(r.Payload); err != nil {
+			return temporal.NewApplicationError(fmt.Sprintf("this request's payload is invalid (%v): nothing was sent", err), ErrInvalidRequest)
+		}
+	}
+	if fp == "" {
+		return temporal.NewApplicationError(`a deliver request carries its payload ("payload") or its fingerprint ("fingerprint"): nothing was sent`, ErrInvalidRequest)
+	}
+	if fp != d.res.Fingerprint {
+		return temporal.NewApplicationError(fmt.Sprintf(
+			"delivery %s carries a payload with fingerprint %s; this request's is %s: nothing was sent",
+			d.res.Key, d.res.Fingerprint, fp), ErrConflict, d.res.Fingerprint, fp)
+	}
 	return nil
 }
 

@@ -43,6 +43,9 @@ const (
 	// delivery carries another payload; its details are the delivery's
 	// fingerprint, then the request's.
 	ErrConflict = "Conflict"
+	// ErrInvalidRequest is the error type of a deliver update refused
+	// because the request itself cannot be read: nothing was sent.
+	ErrInvalidRequest = "InvalidRequest"
 
 	// Courier's metrics, counted by the workflow where it records the fact
 	// (never on replay); exported with a _total suffix.

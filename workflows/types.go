@@ -233,7 +233,10 @@ func (r DeliveryResult) LeftNoEffect() bool {
 type DeliverRequest struct {
 	// Fingerprint of the caller's payload: another one than the delivery's
 	// is refused as a conflict, before anything is recorded.
-	Fingerprint string `json:"fingerprint"`
+	Fingerprint string `json:"fingerprint,omitempty"`
+	// Payload, instead of Fingerprint, is the caller's payload as its SDK
+	// sends it: the workflow fingerprints it as it does its input.
+	Payload json.RawMessage `json:"payload,omitempty"`
 	// Caller is a token the caller makes up; a Settled whose Starter is the
 	// caller's own token means this caller's request started the delivery.
 	Caller string `json:"caller,omitempty"`
