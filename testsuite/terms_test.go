@@ -216,8 +216,8 @@ func (s *TermsSuite) TestDeliverJoinCheck() {
 	refused := map[string]error{}
 	send := func(id string, r workflows.DeliverRequest) {
 		s.env.UpdateWorkflow(workflows.UpdateDeliver, id, &sdktest.TestUpdateCallback{
-			OnAccept: func() { refused[id] = nil },
-			OnReject: func(err error) { refused[id] = err },
+			OnAccept:   func() { refused[id] = nil },
+			OnReject:   func(err error) { refused[id] = err },
 			OnComplete: func(any, error) {},
 		}, r)
 	}
