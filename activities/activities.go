@@ -59,10 +59,11 @@ type Request struct {
 	// The first attempt leaves it out and runs under the worker's current
 	// contract, which its Outcome then carries into history.
 	Contract *contract.Contract `json:"contract,omitempty"`
-	// FirstRun: the run was started as the operation's first (or as a
-	// restart the starter checked) and is not a reset, so a destination that
-	// deduplicates by key needs no look at earlier runs.
-	FirstRun bool `json:"first_run,omitempty"`
+	// EarlierRunsChecked: an earlier attempt of this run (not a reset)
+	// found no earlier run that stops it, so this one need not look again.
+	// The workflow derives it from its recorded outcomes, never from what
+	// a caller set.
+	EarlierRunsChecked bool `json:"earlier_runs_checked,omitempty"`
 	// AcknowledgedRuns are earlier runs a reviewer has seen and, deciding
 	// retry, allowed this run to send past.
 	AcknowledgedRuns []string `json:"acknowledged_runs,omitempty"`
@@ -118,6 +119,9 @@ type Outcome struct {
 	Terms *Terms `json:"terms,omitempty"`
 	// EarlierRuns, with class earlier_run, are the runs that stopped it.
 	EarlierRuns []EarlierRun `json:"earlier_runs,omitempty"`
+	// EarlierRunsChecked: the attempt looked at the workflow ID's earlier
+	// runs and none stopped it.
+	EarlierRunsChecked bool `json:"earlier_runs_checked,omitempty"`
 	// Hold, with class held, is why nothing was sent.
 	Hold *Hold `json:"hold,omitempty"`
 	// Reads show how the answer was read, for the probe.
@@ -328,7 +332,9 @@ func (a *Activities) Attempt(ctx context.Context, req Request) (Outcome, error) 
 	defer cancel()
 	out, checked := a.guard(ctx, req)
 	if checked {
+		looked := out.EarlierRunsChecked
 		out = nameTheOriginal(ad.Deliver(ctx, req))
+		out.EarlierRunsChecked = looked
 		if a.Gate != nil {
 			a.Gate.Report(ctx, req.Destination, req.Key, out)
 		}
@@ -393,12 +399,13 @@ const maxEarlierRunsNamed = 5
 
 // guard refuses to send when an earlier run of this workflow ID may have
 // applied the effect and the destination would not recognise a repeat of
-// it. ok is true when the attempt may send. A destination that remembers
-// keys for ever costs nothing here, nor does a key destination in a run the
-// starter started as the first.
+// it. ok is true when the attempt may send. Whether there are earlier runs
+// is read from the server, whatever the run's memo or input say (any
+// client may set those); a destination that remembers keys for ever costs
+// nothing here, and a run reads its earlier runs once.
 func (a *Activities) guard(ctx context.Context, req Request) (_ Outcome, ok bool) {
 	c := req.Contract
-	if c.DeduplicatesForever() || (c.Dedup == contract.DedupKey && req.FirstRun) {
+	if c.DeduplicatesForever() || req.EarlierRunsChecked {
 		return Outcome{}, true
 	}
 	if a.Runs == nil {
@@ -420,7 +427,7 @@ func (a *Activities) guard(ctx context.Context, req Request) (_ Outcome, ok bool
 		}
 	}
 	if len(blocking) == 0 {
-		return Outcome{}, true
+		return Outcome{EarlierRunsChecked: true}, true
 	}
 	names := make([]string, len(blocking))
 	for i, r := range blocking {

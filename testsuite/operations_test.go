@@ -8,6 +8,7 @@ package testsuite
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
@@ -378,7 +380,9 @@ func (s *opsStack) uiStart(ctx context.Context, in workflows.DeliveryInput) clie
 func TestSecondRunNeverSendsBlind(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	s := newOpsStack(t, map[string]sandbox.Mode{"plain": sandbox.ModeNoKeys, "keyed": sandbox.ModeHonoursKeys})
+	// forgetful stands in for a key destination past its key retention:
+	// it no longer recognises the key, so a repeat is a second effect.
+	s := newOpsStack(t, map[string]sandbox.Mode{"plain": sandbox.ModeNoKeys, "keyed": sandbox.ModeHonoursKeys, "forgetful": sandbox.ModeIgnoresKeys})
 	retry := contract.Retry{MaxAttempts: 3, InitialInterval: contract.Duration(100 * time.Millisecond),
 		MaxInterval: contract.Duration(time.Second), Backoff: 2,
 		AttemptTimeout: contract.Duration(2 * time.Second), Deadline: contract.Duration(time.Minute)}
@@ -387,6 +391,8 @@ func TestSecondRunNeverSendsBlind(t *testing.T) {
 		"keyed": s.dest("keyed", contract.Contract{Dedup: contract.DedupKey, KeyHeader: "Idempotency-Key",
 			KeyRetention: contract.Duration(24 * time.Hour),
 			ReplayMarker: &contract.ReplayMarker{Header: "Idempotent-Replayed", Value: "true"}, Retry: retry}),
+		"forgetful": s.dest("forgetful", contract.Contract{Dedup: contract.DedupKey, KeyHeader: "Idempotency-Key",
+			KeyRetention: contract.Duration(time.Second), Retry: retry}),
 	}})
 	s.startWorker()
 
@@ -455,6 +461,63 @@ func TestSecondRunNeverSendsBlind(t *testing.T) {
 		res := s.result(ctx, st.Key)
 		require.Equal(t, workflows.StatusAbandoned, res.Status)
 		s.requireSound(ctx, res)
+	})
+
+	t.Run("search attributes a caller set are replaced by the input's", func(t *testing.T) {
+		s := s.on(t)
+		in := s.input("keyed", "claimed-attributes")
+		key := opkey.Key(in.Operation)
+		before := s.effects("keyed")
+		claimed := opkey.Operation{Destination: "plain", Operation: in.Operation.Operation, BusinessID: "someone-else"}
+		run, err := s.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+			ID: workflows.WorkflowID(key), TaskQueue: workflows.TaskQueue,
+			TypedSearchAttributes: temporal.NewSearchAttributes(
+				workflows.OperationSearchAttributes(claimed, key, workflows.StateDelivering)...),
+		}, workflows.WorkflowType, in)
+		require.NoError(t, err)
+		var res workflows.DeliveryResult
+		require.NoError(t, run.Get(ctx, &res))
+		require.Equal(t, workflows.StatusCreated, res.Status)
+		list := func(dest, businessID string) int {
+			resp, err := s.c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: fmt.Sprintf(
+				"WorkflowId = '%s' AND CourierDestination = '%s' AND CourierBusinessID = '%s'", workflows.WorkflowID(key), dest, businessID)})
+			require.NoError(t, err)
+			return len(resp.GetExecutions())
+		}
+		require.Eventually(t, func() bool { return list("keyed", in.BusinessID) == 1 }, 10*time.Second, 100*time.Millisecond,
+			"listed under its own destination and business id")
+		require.Zero(t, list("plain", "someone-else"), "not under the claimed ones")
+		require.Equal(t, before+1, s.effects("keyed"))
+	})
+
+	t.Run("a second run with the starter's memo, past the key retention", func(t *testing.T) {
+		s := s.on(t)
+		in := s.input("forgetful", "memo-second-run")
+		first := s.deliver(ctx, in)
+		require.Equal(t, workflows.StatusCreated, first.Status)
+		firstRun := s.describe(ctx, first.Key).GetExecution().GetRunId()
+		time.Sleep(1500 * time.Millisecond) // past the key retention
+
+		// What the starter sends for an operation's first run, memo included:
+		// any client can send it, so it proves nothing.
+		second, err := s.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+			ID: workflows.WorkflowID(first.Key), TaskQueue: workflows.TaskQueue,
+			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+			Memo:                  map[string]any{workflows.MemoFingerprint: first.Fingerprint},
+			TypedSearchAttributes: temporal.NewSearchAttributes(
+				workflows.OperationSearchAttributes(in.Operation, first.Key, workflows.StateDelivering)...),
+		}, workflows.WorkflowType, in)
+		require.NoError(t, err)
+		require.NotEqual(t, firstRun, second.GetRunID())
+		st := s.waitFor(ctx, first.Key, 30*time.Second, "parked", parked)
+		require.Equal(t, contract.ClassEarlierRun, st.Attempts[0].Class)
+		require.Contains(t, st.Review.Evidence, firstRun)
+		require.Equal(t, 1, s.effects("forgetful"), "the memo switched no check off: nothing sent")
+		s.review(ctx, first.Key, workflows.ReviewDecision{Decision: "abandon", Reviewer: "ops", Note: "a second run by mistake"})
+		res, ok := workflows.NotDeliveredResult(second.Get(ctx, nil))
+		require.True(t, ok)
+		require.Equal(t, workflows.StatusAbandoned, res.Status)
+		require.Equal(t, 1, s.effects("forgetful"))
 	})
 }
 

@@ -82,9 +82,10 @@ type delivery struct {
 	// terms are the recorded contract and reviewers every decision uses;
 	// nil until the first attempt reports them.
 	terms *activities.Terms
-	// startedFirst: the Go starter started this run (its memo is there),
-	// which it does only as the operation's first run or a checked restart.
-	startedFirst bool
+	// earlierRunsChecked: an attempt of this run found no earlier run of
+	// the workflow ID that stops it; runs closed before this one began
+	// cannot change, so later attempts need not look again.
+	earlierRunsChecked bool
 	// acknowledged are earlier runs of the workflow ID that a reviewer
 	// allowed this run to send past.
 	acknowledged []string
@@ -117,9 +118,6 @@ func (d *delivery) setup(ctx workflow.Context) error {
 	d.res.Attempts = []Attempt{}
 	d.res.Events = []Event{}
 	d.namespace = workflow.GetInfo(ctx).Namespace
-	if memo := workflow.GetInfo(ctx).Memo; memo != nil {
-		_, d.startedFirst = memo.GetFields()[MemoFingerprint]
-	}
 
 	if err := workflow.SetQueryHandlerWithOptions(ctx, QueryStatus, func() (DeliveryStatus, error) {
 		return d.status(), nil
@@ -511,6 +509,7 @@ func (d *delivery) attempt(ctx workflow.Context) activities.Outcome {
 	if out.Terms != nil && d.recorded() == nil {
 		d.terms = out.Terms
 	}
+	d.earlierRunsChecked = d.earlierRunsChecked || out.EarlierRunsChecked
 	if out.Class == contract.ClassHeld {
 		return out // not an attempt: the destination never saw it
 	}
@@ -545,7 +544,9 @@ func (d *delivery) request(ctx workflow.Context, n int) activities.Request {
 		Tenant: d.in.Tenant, Destination: d.in.Destination, Operation: d.in.Operation.Operation,
 		BusinessID: d.in.BusinessID, Payload: d.in.Payload, Attempt: n,
 		Contract:         d.recorded(),
-		FirstRun:         d.startedFirst && info.OriginalRunID == info.WorkflowExecution.RunID,
+		// A reset run copies the checks of the run it was reset from, which
+		// is now an earlier run itself: it looks again.
+		EarlierRunsChecked: d.earlierRunsChecked && info.OriginalRunID == info.WorkflowExecution.RunID,
 		AcknowledgedRuns: d.acknowledged,
 		Released:         d.released,
 	}
@@ -842,16 +843,35 @@ func (d *delivery) upsertState(ctx workflow.Context) error {
 }
 
 // ensureSearchAttributes sets the operation's attributes when the caller did
-// not (a start from another SDK or the temporal CLI); the Go starter sets
-// them in the start options so they cost no event.
+// not (a start from another SDK or the temporal CLI), or set others than
+// its input derives: any client may set them, and listings and bulk
+// reviews select by them. The Go starter sets them right in the start
+// options, so they cost no event.
 func (d *delivery) ensureSearchAttributes(ctx workflow.Context) error {
-	if _, ok := workflow.GetTypedSearchAttributes(ctx).GetKeyword(SAKey); ok {
-		return nil
+	if key, ok := workflow.GetTypedSearchAttributes(ctx).GetKeyword(SAKey); ok {
+		if d.attributesDerived(workflow.GetTypedSearchAttributes(ctx), key) ||
+			workflow.GetVersion(ctx, versionDerivedAttributes, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+			return nil
+		}
+		workflow.GetLogger(ctx).Warn("search attributes set at start differ from the delivery's own; replaced",
+			"destination", d.in.Destination, "business_id", d.in.BusinessID)
 	}
 	if err := workflow.UpsertTypedSearchAttributes(ctx, OperationSearchAttributes(d.in.Operation, d.res.Key, StateDelivering)...); err != nil {
 		return fmt.Errorf("upsert search attributes: %w", err)
 	}
 	return nil
+}
+
+// versionDerivedAttributes marks deliveries that replace search
+// attributes a caller set at start when they differ from the input's.
+const versionDerivedAttributes = "derived-attributes"
+
+// attributesDerived reports whether the attributes set at start are the
+// ones the input derives (key is the CourierKey set).
+func (d *delivery) attributesDerived(sa temporal.SearchAttributes, key string) bool {
+	get := func(k temporal.SearchAttributeKeyKeyword) string { v, _ := sa.GetKeyword(k); return v }
+	return key == d.res.Key && get(SADestination) == d.in.Destination && get(SAOperation) == d.in.Operation.Operation &&
+		get(SABusinessID) == d.in.BusinessID && get(SAState) == string(StateDelivering)
 }
 
 // OperationSearchAttributes are a delivery's visibility attributes.
