@@ -66,7 +66,7 @@ const (
 	describeReviewSignal = "Decide a delivery awaiting review, unchecked: a bad decision is recorded and ignored, and the sender is not told. " +
 		"Prefer the review update. Same input."
 	describeRelease = "From the destination's gate: a delivery held at a paused or broken destination looks again. No input."
-	describeDeliver = `Start or join the delivery and wait until it is final or parked for review. Input: {"fingerprint": "the payload's"}`
+	describeDeliver = `Start or join the delivery and wait until it is final or parked for review. Input: {"payload": the start's payload, as sent} or {"fingerprint": "the payload's"}`
 
 	// A destination's gate (see Destination): its workflow, the memo
 	// workers read it from, and its handlers.
