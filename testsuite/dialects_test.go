@@ -29,11 +29,7 @@ func TestRealDialects(t *testing.T) {
 	srv := sharedServer(t)
 	courier := courierPath(t)
 	dir := t.TempDir()
-	sb, err := lab.StartSandbox(filepath.Join(dir, lab.SandboxDB), "", sandbox.DialectModes())
-	require.NoError(t, err)
-	defer sb.Close()
-	examples, err := lab.Examples(filepath.Join("..", "config", "examples"), sb.URL)
-	require.NoError(t, err)
+	sb, examples := dialectSandbox(t, dir)
 
 	// All examples in one workers' file: each is loaded as its own file
 	// above, and their destination names differ.
@@ -147,11 +143,7 @@ func TestRealListLookup(t *testing.T) {
 	defer cancel()
 	srv := sharedServer(t)
 	dir := t.TempDir()
-	sb, err := lab.StartSandbox(filepath.Join(dir, lab.SandboxDB), "", sandbox.DialectModes())
-	require.NoError(t, err)
-	defer sb.Close()
-	examples, err := lab.Examples(filepath.Join("..", "config", "examples"), sb.URL)
-	require.NoError(t, err)
+	sb, examples := dialectSandbox(t, dir)
 	var cfg contract.Config
 	for _, ex := range examples {
 		if ex.File == "search.json" {
@@ -222,6 +214,18 @@ func TestRealListLookup(t *testing.T) {
 		require.Contains(t, res.Review.Evidence, "Scheduled maintenance", "the answer is in the evidence")
 		require.Len(t, stored(id), 1, "the one ticket, not sent again")
 	})
+}
+
+// dialectSandbox serves every vendor personality on loopback, stopped at
+// the test's end, and loads the example destinations files pointed at it.
+func dialectSandbox(t *testing.T, dir string) (*lab.Sandbox, []lab.Example) {
+	t.Helper()
+	sb, err := lab.StartSandbox(filepath.Join(dir, lab.SandboxDB), "", sandbox.DialectModes())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sb.Close() })
+	examples, err := lab.Examples(filepath.Join("..", "config", "examples"), sb.URL)
+	require.NoError(t, err)
+	return sb, examples
 }
 
 func hasEvent(events []workflows.Event, kind string) bool {
