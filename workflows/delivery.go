@@ -543,12 +543,12 @@ func (d *delivery) request(ctx workflow.Context, n int) activities.Request {
 		Key: d.res.Key, Fingerprint: d.res.Fingerprint,
 		Tenant: d.in.Tenant, Destination: d.in.Destination, Operation: d.in.Operation.Operation,
 		BusinessID: d.in.BusinessID, Payload: d.in.Payload, Attempt: n,
-		Contract:         d.recorded(),
+		Contract: d.recorded(),
 		// A reset run copies the checks of the run it was reset from, which
 		// is now an earlier run itself: it looks again.
 		EarlierRunsChecked: d.earlierRunsChecked && info.OriginalRunID == info.WorkflowExecution.RunID,
-		AcknowledgedRuns: d.acknowledged,
-		Released:         d.released,
+		AcknowledgedRuns:   d.acknowledged,
+		Released:           d.released,
 	}
 }
 
