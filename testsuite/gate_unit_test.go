@@ -295,7 +295,7 @@ func (s *GateSuite) TestCarriedForgedBreakerCloses() {
 func (s *GateSuite) TestPauseByUnlistedNameIsRefused() {
 	s.at(time.Second, func() {
 		s.update(workflows.UpdatePause, "mallory", workflows.PauseRequest{Reason: "mine", By: "mallory"}, func(_ any, err error) {
-			s.ErrorContains(err, `"mallory" may not pause destination legacy; allowed: alice, bob`)
+			s.ErrorContains(err, `by: "mallory" may not pause destinations; allowed: alice, bob`)
 		})
 	})
 	s.at(2*time.Second, func() {
@@ -307,7 +307,7 @@ func (s *GateSuite) TestPauseByUnlistedNameIsRefused() {
 	})
 	s.at(3*time.Second, func() {
 		s.update(workflows.UpdateResume, "mallory-resume", workflows.ResumeRequest{By: "mallory"}, func(_ any, err error) {
-			s.ErrorContains(err, `"mallory" may not resume destination legacy`)
+			s.ErrorContains(err, `by: "mallory" may not resume destinations`)
 		})
 	})
 	s.at(4*time.Second, func() {

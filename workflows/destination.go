@@ -337,8 +337,8 @@ func (g *gate) authorize(ctx workflow.Context, by, what string) error {
 		return err
 	}
 	if allowed := g.terms.Reviewers; len(allowed) > 0 && !slices.Contains(allowed, by) {
-		return temporal.NewApplicationError(fmt.Sprintf("by: %q may not %s destination %s; allowed: %s",
-			by, what, g.s.Name, strings.Join(allowed, ", ")), ErrInvalidGateChange)
+		return temporal.NewApplicationError(fmt.Sprintf("by: %q may not %s destinations; allowed: %s",
+			by, what, strings.Join(allowed, ", ")), ErrInvalidGateChange)
 	}
 	return nil
 }
