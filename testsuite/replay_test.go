@@ -49,14 +49,16 @@ const (
 	setReviewDesk       = "review-desk"
 )
 
-// Sets of recorded gate histories: gates whose breaker came from reports.
+// Sets of recorded gate histories: gates whose breaker came from reports;
+// gates that take their breaker and reviewers from the destinations file.
 const (
 	setGateReportedBreaker = "gate-reported-breaker"
+	setGateTerms           = "gate-terms"
 )
 
 var (
 	deliverySets = []string{setConfigContract, setRecordedContract, setDeliverUpdate, setReviewDesk}
-	gateSets     = []string{setGateReportedBreaker}
+	gateSets     = []string{setGateReportedBreaker, setGateTerms}
 )
 
 // recordedHistories reads every Delivery set's index and checks that each

@@ -32,7 +32,10 @@ var gateConfig = contract.Config{Destinations: map[string]contract.Destination{
 	"rec-paused-breaker": {Contract: contract.Contract{Breaker: &contract.Breaker{
 		Failures: 2, Window: contract.Duration(time.Minute), CoolDown: contract.Duration(time.Hour)}}},
 	"rec-pause": {},
-}}
+	"rec-resume-breaker": {Contract: contract.Contract{Breaker: &contract.Breaker{
+		Failures: 2, Window: contract.Duration(time.Minute), CoolDown: contract.Duration(time.Hour)}}},
+	"rec-plain": {},
+}, Reviewers: []string{"alice", "bob"}}
 
 // gateScenario drives one destination's gate as workers and operators do.
 type gateScenario struct {
@@ -75,6 +78,21 @@ var gateScenarios = []gateScenario{
 		g.awaitBreaker(ctx, workflows.GateOpen)
 		g.resume(ctx, workflows.ResumeRequest{By: "bob", Note: "partner back"})
 		g.report(ctx, contract.ClassCreated, "c")
+		g.await(ctx, workflows.GateClosed)
+		return g.err
+	}},
+	{"resume closes an open breaker", "rec-resume-breaker", func(ctx context.Context, g *gateDriver) error {
+		g.report(ctx, contract.ClassNotSent, "a")
+		g.report(ctx, contract.ClassServerError, "b")
+		g.await(ctx, workflows.GateOpen)
+		g.resume(ctx, workflows.ResumeRequest{By: "bob", Note: "partner confirmed"})
+		g.await(ctx, workflows.GateClosed)
+		return g.err
+	}},
+	{"a forged report opens nothing, a pause by a stranger is refused", "rec-plain", func(ctx context.Context, g *gateDriver) error {
+		g.forge(ctx)
+		g.until(ctx, "the report decided", func(st workflows.DestinationState) bool { return len(st.Recent) == 1 })
+		g.refusedPause(ctx, workflows.PauseRequest{Reason: "mine now", By: "mallory"})
 		g.await(ctx, workflows.GateClosed)
 		return g.err
 	}},
@@ -146,6 +164,19 @@ func (g *gateDriver) report(ctx context.Context, cl contract.Class, key string) 
 	if cl.FoundDown() {
 		r.Error = "recorded failure"
 	}
+	g.signal(ctx, r)
+}
+
+// forge signals-with-start a report as anyone can by hand, with a breaker
+// of one failure and a year's cool-down.
+func (g *gateDriver) forge(ctx context.Context) {
+	if g.err == nil {
+		g.signal(ctx, workflows.Report{Class: contract.ClassNotSent, Key: "by-hand", Error: "forged", At: time.Now(),
+			Breaker: &contract.Breaker{Failures: 1, Window: contract.Duration(time.Minute), CoolDown: contract.Duration(8760 * time.Hour)}})
+	}
+}
+
+func (g *gateDriver) signal(ctx context.Context, r workflows.Report) {
 	id := workflows.DestinationWorkflowID(g.dest)
 	_, err := g.c.SignalWithStartWorkflow(ctx, id, workflows.SignalReport, r,
 		client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue},
@@ -176,6 +207,17 @@ func (g *gateDriver) pause(ctx context.Context, r workflows.PauseRequest) {
 	if g.err == nil {
 		_, err := g.s.Pause(ctx, g.dest, r)
 		g.fail(err)
+	}
+}
+
+// refusedPause sends a pause the gate must refuse.
+func (g *gateDriver) refusedPause(ctx context.Context, r workflows.PauseRequest) {
+	if g.err != nil {
+		return
+	}
+	var refused *starter.GateRefusedError
+	if _, err := g.s.Pause(ctx, g.dest, r); !errors.As(err, &refused) {
+		g.fail(fmt.Errorf("pause by %s: want refused, got %v", r.By, err))
 	}
 }
 
