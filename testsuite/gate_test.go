@@ -234,13 +234,13 @@ func TestPauseHoldsAcrossKillAndRestart(t *testing.T) {
 	require.Contains(t, last.Why, "maintenance over")
 }
 
-// TestForgedReportHoldsNothing: anyone who can signal sends the gate of a
+// TestGateIgnoresForgedReport: anyone who can signal sends the gate of a
 // destination without a breaker a report, as the temporal CLI sends one by
 // hand, carrying a breaker of one failure and a year's cool-down. The gate
 // stays closed: a delivery to the destination is created, not held, and
 // the destination stores its one effect. A pause by a name the reviewers
 // do not list is refused, and the destination stays unpaused.
-func TestForgedReportHoldsNothing(t *testing.T) {
+func TestGateIgnoresForgedReport(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	s := newOpsStack(t, map[string]sandbox.Mode{"forged": sandbox.ModeHonoursKeys})
