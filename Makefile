@@ -43,9 +43,9 @@ faultlab:
 soak: $(TEMPORAL)
 	go run ./cmd/courier soak
 
-## histories: record a set of replay histories, SET=name (a new set after a workflow change; never an older one)
+## histories: record a set of replay histories, SET=name (a new set after a workflow change; never an older one); GATE=1 for the destination gate's scenarios
 histories: $(TEMPORAL)
-	go run ./testsuite/record -set $(SET)
+	go run ./testsuite/record -set $(SET) $(if $(GATE),-gate)
 
 ## temporal: build the pinned Temporal CLI into bin/
 temporal: $(TEMPORAL)

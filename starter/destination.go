@@ -17,7 +17,8 @@ import (
 )
 
 // GateRefusedError is a pause or resume the destination's gate refused,
-// with its reason; nothing changed.
+// with its reason (not valid, nothing to resume, or by a name the workers'
+// reviewers do not list); nothing changed.
 type GateRefusedError struct {
 	Destination, Reason string
 }
@@ -29,6 +30,7 @@ func (e *GateRefusedError) Error() string {
 // Pause pauses a destination for every worker: from then on no attempt is
 // sent to it, and its deliveries wait, spending no attempts or deadline,
 // until Resume (or r.Until). It starts the destination's gate if it has none.
+// When the workers' destinations file lists reviewers, r.By must be one.
 func (s *Client) Pause(ctx context.Context, dest string, r workflows.PauseRequest) (workflows.DestinationState, error) {
 	start := s.c.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
 		ID: workflows.DestinationWorkflowID(dest), TaskQueue: workflows.TaskQueue,
@@ -45,7 +47,8 @@ func (s *Client) Pause(ctx context.Context, dest string, r workflows.PauseReques
 	return s.gateAnswer(ctx, dest, h, err)
 }
 
-// Resume resumes a paused destination; the gate then releases its held
+// Resume resumes a paused destination and closes its breaker if open (by
+// one of the reviewers, as Pause); the gate then releases its held
 // deliveries at the destination's rate limit.
 func (s *Client) Resume(ctx context.Context, dest string, r workflows.ResumeRequest) (workflows.DestinationState, error) {
 	h, err := s.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
@@ -54,7 +57,7 @@ func (s *Client) Resume(ctx context.Context, dest string, r workflows.ResumeRequ
 	})
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
-		return workflows.DestinationState{}, &GateRefusedError{dest, "it is not paused (it has no gate)"}
+		return workflows.DestinationState{}, &GateRefusedError{dest, "it is not paused and its breaker is closed (it has no gate)"}
 	}
 	return s.gateAnswer(ctx, dest, h, err)
 }

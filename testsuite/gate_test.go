@@ -21,11 +21,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 	sdkpb "go.temporal.io/api/sdk/v1"
+	"go.temporal.io/sdk/client"
 
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/starter"
+	"github.com/abde64c9/courier/worker"
 	"github.com/abde64c9/courier/workflows"
 )
 
@@ -230,6 +232,60 @@ func TestPauseHoldsAcrossKillAndRestart(t *testing.T) {
 	last := gate.Transitions[len(gate.Transitions)-1]
 	require.Equal(t, "alice", last.By, "who resumed is recorded")
 	require.Contains(t, last.Why, "maintenance over")
+}
+
+// TestGateIgnoresForgedReport: anyone who can signal sends the gate of a
+// destination without a breaker a report, as the temporal CLI sends one by
+// hand, carrying a breaker of one failure and a year's cool-down. The gate
+// stays closed: a delivery to the destination is created, not held, and
+// the destination stores its one effect. A pause by a name the reviewers
+// do not list is refused, and the destination stays unpaused.
+func TestGateIgnoresForgedReport(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s := newOpsStack(t, map[string]sandbox.Mode{"forged": sandbox.ModeHonoursKeys})
+	retry := contract.Retry{MaxAttempts: 3, AttemptTimeout: contract.Duration(5 * time.Second), Deadline: contract.Duration(30 * time.Second)}
+	// Named for this run: the dev server is shared.
+	name := "forged-" + s.run
+	s.deploy(contract.Config{Reviewers: []string{"alice"},
+		Destinations: map[string]contract.Destination{name: s.dest("forged", contract.Contract{Dedup: contract.DedupKey, Retry: retry})}})
+	s.startWorker()
+
+	// What `temporal workflow signal-with-start --workflow-id destination-NAME
+	// --type Destination --task-queue courier --input '{"name": "NAME"}'
+	// --signal report --signal-input '{...}'` sends: plain JSON.
+	id := workflows.DestinationWorkflowID(name)
+	*s.workflow = append(*s.workflow, id)
+	forged := map[string]any{"class": "not_sent", "key": "by-hand", "error": "forged", "at": time.Now().UTC().Format(time.RFC3339),
+		"breaker": map[string]any{"failures": 1, "window": "1m", "cool_down": "8760h"}}
+	_, err := s.c.SignalWithStartWorkflow(ctx, id, workflows.SignalReport, forged,
+		client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue},
+		workflows.DestinationWorkflowType, map[string]any{"name": name})
+	require.NoError(t, err)
+	var gate starter.DestinationStatus
+	require.Eventually(t, func() bool {
+		gate, err = s.starter.Destination(ctx, name)
+		return err == nil && len(gate.Recent) == 1
+	}, 30*time.Second, 200*time.Millisecond, "the gate decides the forged report")
+	require.Equal(t, workflows.GateClosed, gate.State, "%+v", gate.Breaker)
+	require.Nil(t, gate.Breaker.Config, "the destination has no breaker")
+	require.Empty(t, gate.Transitions)
+	time.Sleep(worker.GateFresh) // the workers' read of the gate
+
+	st := s.deliver(ctx, s.input(name, "after-forged-report"))
+	require.Equal(t, workflows.StatusCreated, st.Status, "%+v", st.Events)
+	require.Nil(t, st.Hold)
+	require.Len(t, st.Attempts, 1)
+	require.Equal(t, 1, s.effects("forged"))
+
+	_, err = s.starter.Pause(ctx, name, workflows.PauseRequest{Reason: "mine now", By: "mallory"})
+	var refused *starter.GateRefusedError
+	require.ErrorAs(t, err, &refused)
+	require.Contains(t, refused.Reason, `by: "mallory" may not pause destinations; allowed: alice`)
+	gate, err = s.starter.Destination(ctx, name)
+	require.NoError(t, err)
+	require.Equal(t, workflows.GateClosed, gate.State, "a refused pause changes nothing")
+	require.Nil(t, gate.Paused)
 }
 
 // scrape reads a worker's /metrics.

@@ -17,11 +17,14 @@ import (
 
 // GateSuite drives a destination's gate workflow in the test environment:
 // the breaker's transitions from reports, the probe, and pause and resume
-// with their refusals.
+// with their refusals. The worker's destinations file gives legacy
+// testBreaker, plain no breaker, and alice and bob as reviewers.
 type GateSuite struct {
 	suite.Suite
 	sdktest.WorkflowTestSuite
 	env      *sdktest.TestWorkflowEnvironment
+	acts     *activities.Activities
+	dest     string
 	released int
 	notified []activities.GateNotice
 }
@@ -30,13 +33,21 @@ func TestGate(t *testing.T) { suite.Run(t, new(GateSuite)) }
 
 var testBreaker = &contract.Breaker{Failures: 3, Window: contract.Duration(time.Minute), CoolDown: contract.Duration(30 * time.Second)}
 
+// forgedBreaker is what a hand-sent report carries to hold a destination
+// for a year.
+var forgedBreaker = &contract.Breaker{Failures: 1, Window: contract.Duration(time.Minute), CoolDown: contract.Duration(8760 * time.Hour)}
+
 func (s *GateSuite) SetupTest() {
 	s.env = s.NewTestWorkflowEnvironment()
 	s.env.RegisterWorkflowWithOptions(workflows.Destination, workflow.RegisterOptions{Name: workflows.DestinationWorkflowType})
-	s.released, s.notified = 0, nil
-	acts := &activities.Activities{}
+	s.released, s.notified, s.dest = 0, nil, "legacy"
+	s.acts = &activities.Activities{
+		Contracts: map[string]contract.Contract{"legacy": {Breaker: testBreaker}, "plain": {}},
+		Reviewers: []string{"alice", "bob"},
+	}
+	acts := s.acts
 	s.env.RegisterActivity(acts)
-	s.env.OnActivity(acts.ReleaseHeld, mock.Anything, "legacy").Return(func(context.Context, string) error { s.released++; return nil }).Maybe()
+	s.env.OnActivity(acts.ReleaseHeld, mock.Anything, mock.Anything).Return(func(context.Context, string) error { s.released++; return nil }).Maybe()
 	s.env.OnActivity(acts.NotifyGate, mock.Anything, mock.Anything).Return(func(_ context.Context, n activities.GateNotice) error {
 		s.notified = append(s.notified, n)
 		return nil
@@ -46,7 +57,12 @@ func (s *GateSuite) SetupTest() {
 func (s *GateSuite) at(d time.Duration, fn func()) { s.env.RegisterDelayedCallback(fn, d) }
 
 func (s *GateSuite) report(cl contract.Class, key string) {
-	s.env.SignalWorkflow(workflows.SignalReport, workflows.Report{Class: cl, Key: key, Breaker: testBreaker})
+	s.env.SignalWorkflow(workflows.SignalReport, workflows.Report{Class: cl, Key: key})
+}
+
+// forge sends a report as anyone can, by hand, with a breaker of its own.
+func (s *GateSuite) forge(cl contract.Class, key string) {
+	s.env.SignalWorkflow(workflows.SignalReport, workflows.Report{Class: cl, Key: key, Error: "forged", Breaker: forgedBreaker})
 }
 
 func (s *GateSuite) state() workflows.DestinationState {
@@ -63,10 +79,22 @@ func (s *GateSuite) update(name, id string, arg any, check func(any, error)) {
 	}, arg)
 }
 
-func (s *GateSuite) run() {
+func (s *GateSuite) run() { s.runFrom(nil) }
+
+// runFrom runs the gate from the state a previous run carried over.
+func (s *GateSuite) runFrom(st *workflows.DestinationState) {
 	s.at(24*time.Hour, s.env.CancelWorkflow)
-	s.env.ExecuteWorkflow(workflows.DestinationWorkflowType, workflows.DestinationInput{Name: "legacy"})
+	s.env.ExecuteWorkflow(workflows.DestinationWorkflowType, workflows.DestinationInput{Name: s.dest, State: st})
 	s.Require().True(s.env.IsWorkflowCompleted())
+}
+
+// path is the states the gate went through, each with who moved it.
+func path(st workflows.DestinationState) []string {
+	var p []string
+	for _, t := range st.Transitions {
+		p = append(p, t.To+" by "+t.By)
+	}
+	return p
 }
 
 // TestBreakerOpensProbesAndCloses: failures within the window open it (the
@@ -194,11 +222,165 @@ func (s *GateSuite) TestPauseAndResume() {
 		st := s.state()
 		s.Equal(workflows.GateClosed, st.State, "until ended the pause")
 		s.Equal(2, s.released)
-		var by []string
-		for _, t := range st.Transitions {
-			by = append(by, t.To+" by "+t.By)
+		s.Equal([]string{"paused by alice", "closed by bob", "paused by alice", "closed by courier"}, path(st))
+	})
+	s.run()
+}
+
+// TestForgedReportOpensNothing: reports sent by hand with a breaker of one
+// failure and a year's cool-down, at a destination the destinations file
+// gives no breaker, leave it closed: nothing is held, no one is told.
+func (s *GateSuite) TestForgedReportOpensNothing() {
+	s.dest = "plain"
+	s.at(time.Second, func() {
+		s.forge(contract.ClassNotSent, "a")
+		s.forge(contract.ClassServerError, "b")
+	})
+	s.at(2*time.Second, func() {
+		st := s.state()
+		s.Equal(workflows.GateClosed, st.State)
+		s.Zero(st.Breaker.Failures)
+		s.Nil(st.Breaker.Config)
+		s.Empty(st.Transitions)
+		s.Require().Len(st.Recent, 2, "what was reported is shown")
+		s.Nil(st.Recent[0].Breaker, "but not the breaker it carried")
+		h, probe := st.Hold(s.env.Now())
+		s.Nil(h)
+		s.False(probe)
+		s.Empty(s.notified)
+	})
+	s.run()
+}
+
+// TestForgedBreakerIsIgnored: at a destination with a breaker, a report's
+// own breaker changes neither the threshold nor the cool-down.
+func (s *GateSuite) TestForgedBreakerIsIgnored() {
+	s.at(time.Second, func() { s.forge(contract.ClassNotSent, "a") })
+	s.at(2*time.Second, func() {
+		st := s.state()
+		s.Equal(workflows.GateClosed, st.State, "one failure is under the configured threshold")
+		s.Equal(1, st.Breaker.Failures)
+		s.Equal(testBreaker, st.Breaker.Config)
+		s.forge(contract.ClassNotSent, "b")
+		s.forge(contract.ClassNotSent, "c")
+	})
+	s.at(3*time.Second, func() {
+		st := s.state()
+		s.Equal(workflows.GateOpen, st.State, "the configured threshold opens it")
+		s.Equal(st.Breaker.OpenedAt.Add(testBreaker.CoolDown.D()), st.Breaker.ReopensAt(), "the configured cool-down")
+	})
+	s.run()
+}
+
+// TestCarriedForgedBreakerCloses: a run that continues one whose breaker a
+// report opened, at a destination that has none, starts closed and
+// releases what was held.
+func (s *GateSuite) TestCarriedForgedBreakerCloses() {
+	s.dest = "plain"
+	opened := s.env.Now().Add(-time.Hour)
+	carried := &workflows.DestinationState{Name: "plain", State: workflows.GateOpen, Since: opened,
+		Breaker: workflows.Breaker{State: workflows.GateOpen, Failures: 1, OpenedAt: opened, Config: forgedBreaker}}
+	s.at(time.Second, func() {
+		st := s.state()
+		s.Equal(workflows.GateClosed, st.State)
+		s.Nil(st.Breaker.Config)
+		s.Equal([]string{"closed by breaker"}, path(st))
+		s.Equal(1, s.released)
+	})
+	s.runFrom(carried)
+}
+
+// TestPauseByUnlistedNameIsRefused: with reviewers listed, a pause or resume
+// by anyone else is refused and changes nothing.
+func (s *GateSuite) TestPauseByUnlistedNameIsRefused() {
+	s.at(time.Second, func() {
+		s.update(workflows.UpdatePause, "mallory", workflows.PauseRequest{Reason: "mine", By: "mallory"}, func(_ any, err error) {
+			s.ErrorContains(err, `by: "mallory" may not pause destinations; allowed: alice, bob`)
+		})
+	})
+	s.at(2*time.Second, func() {
+		st := s.state()
+		s.Equal(workflows.GateClosed, st.State)
+		s.Nil(st.Paused)
+		s.Empty(st.Transitions)
+		s.update(workflows.UpdatePause, "alice", workflows.PauseRequest{Reason: "maintenance", By: "alice"}, func(_ any, err error) { s.NoError(err) })
+	})
+	s.at(3*time.Second, func() {
+		s.update(workflows.UpdateResume, "mallory-resume", workflows.ResumeRequest{By: "mallory"}, func(_ any, err error) {
+			s.ErrorContains(err, `by: "mallory" may not resume destinations`)
+		})
+	})
+	s.at(4*time.Second, func() {
+		st := s.state()
+		s.Equal(workflows.GatePaused, st.State, "still paused")
+		s.Equal("alice", st.Paused.By)
+		s.Zero(s.released)
+	})
+	s.run()
+}
+
+// TestAnyoneOperatesWithoutReviewers: with no reviewers listed, anyone may
+// pause and resume, as anyone may review.
+func (s *GateSuite) TestAnyoneOperatesWithoutReviewers() {
+	s.acts.Reviewers = nil
+	s.at(time.Second, func() {
+		s.update(workflows.UpdatePause, "p", workflows.PauseRequest{Reason: "x", By: "carol"}, func(_ any, err error) { s.NoError(err) })
+	})
+	s.at(2*time.Second, func() {
+		s.update(workflows.UpdateResume, "r", workflows.ResumeRequest{By: "dave"}, func(_ any, err error) { s.NoError(err) })
+	})
+	s.at(3*time.Second, func() {
+		s.Equal([]string{"paused by carol", "closed by dave"}, path(s.state()))
+	})
+	s.run()
+}
+
+// TestResumeClosesTheBreaker: resume by an allowed name closes an open
+// breaker, recorded as theirs, and releases the held deliveries; with the
+// breaker closed and no pause there is nothing to resume.
+func (s *GateSuite) TestResumeClosesTheBreaker() {
+	s.at(time.Second, func() {
+		s.update(workflows.UpdateResume, "early", workflows.ResumeRequest{By: "alice"}, func(_ any, err error) {
+			s.ErrorContains(err, "is not paused and its breaker is closed")
+		})
+		for _, k := range []string{"a", "b", "c"} {
+			s.report(contract.ClassNotSent, k)
 		}
-		s.Equal([]string{"paused by alice", "closed by bob", "paused by alice", "closed by courier"}, by)
+	})
+	s.at(2*time.Second, func() {
+		s.Equal(workflows.GateOpen, s.state().State)
+		s.update(workflows.UpdateResume, "close", workflows.ResumeRequest{By: "bob", Note: "partner confirmed"}, func(v any, err error) {
+			s.Require().NoError(err)
+			s.Equal(workflows.GateClosed, v.(workflows.DestinationState).State)
+		})
+	})
+	s.at(3*time.Second, func() {
+		st := s.state()
+		s.Equal(workflows.GateClosed, st.State)
+		s.Equal(workflows.GateClosed, st.Breaker.State)
+		s.Zero(st.Breaker.Failures)
+		s.Equal(1, s.released)
+		last := st.Transitions[len(st.Transitions)-1]
+		s.Equal("bob", last.By)
+		s.Equal("resumed, breaker closed: partner confirmed", last.Why)
+		// Paused over an open breaker: resume closes both.
+		for _, k := range []string{"d", "e", "f"} {
+			s.report(contract.ClassNotSent, k)
+		}
+		s.update(workflows.UpdatePause, "pause", workflows.PauseRequest{Reason: "outage", By: "alice"}, func(_ any, err error) { s.NoError(err) })
+	})
+	s.at(4*time.Second, func() {
+		st := s.state()
+		s.Equal(workflows.GatePaused, st.State)
+		s.Equal(workflows.GateOpen, st.Breaker.State)
+		s.update(workflows.UpdateResume, "both", workflows.ResumeRequest{By: "alice", Note: "back"}, func(_ any, err error) { s.NoError(err) })
+	})
+	s.at(5*time.Second, func() {
+		st := s.state()
+		s.Equal(workflows.GateClosed, st.State)
+		s.Equal(workflows.GateClosed, st.Breaker.State)
+		s.Equal([]string{"open by breaker", "closed by bob", "open by breaker", "paused by alice", "closed by alice"}, path(st))
+		s.Equal(2, s.released)
 	})
 	s.run()
 }

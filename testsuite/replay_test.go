@@ -26,10 +26,11 @@ import (
 // The determinism guard. testdata/histories holds sets of histories, one
 // per workflow version that changed what histories hold; each set has the
 // history of every Delivery workflow each seed fault case ran on a real dev
-// server. Record a new set (when the workflow changes) from the repository
+// server, or (a gate set) of each destination gate scenario's Destination
+// workflow. Record a new set (when the workflow changes) from the repository
 // root with
 //
-//	go run ./testsuite/record -set NAME
+//	go run ./testsuite/record -set NAME [-gate]
 //
 // A change to the workflow that alters its command sequence must keep every
 // set replaying, which means putting it behind workflow.GetVersion.
@@ -48,8 +49,20 @@ const (
 	setReviewDesk       = "review-desk"
 )
 
-// recordedHistories reads every set's index and checks that each covers
-// every fault case and names every history in its folder.
+// Sets of recorded gate histories: gates whose breaker came from reports;
+// gates that take their breaker and reviewers from the destinations file.
+const (
+	setGateReportedBreaker = "gate-reported-breaker"
+	setGateTerms           = "gate-terms"
+)
+
+var (
+	deliverySets = []string{setConfigContract, setRecordedContract, setDeliverUpdate, setReviewDesk}
+	gateSets     = []string{setGateReportedBreaker, setGateTerms}
+)
+
+// recordedHistories reads every Delivery set's index and checks that each
+// covers every fault case and names every history in its folder.
 func recordedHistories(t *testing.T) []RecordedHistory {
 	t.Helper()
 	indexes, err := filepath.Glob(filepath.Join(historiesDir, "*", HistoryIndexFile))
@@ -58,9 +71,19 @@ func recordedHistories(t *testing.T) []RecordedHistory {
 	for _, idx := range indexes {
 		sets = append(sets, filepath.Base(filepath.Dir(idx)))
 	}
-	require.ElementsMatch(t, []string{setConfigContract, setRecordedContract, setDeliverUpdate, setReviewDesk}, sets)
+	require.ElementsMatch(t, append(slices.Clone(deliverySets), gateSets...), sets)
 	var hs []RecordedHistory
-	for _, set := range sets {
+	for _, set := range deliverySets {
+		hs = append(hs, recordedSet(t, set)...)
+	}
+	return hs
+}
+
+// gateHistories reads every gate set's index.
+func gateHistories(t *testing.T) []RecordedHistory {
+	t.Helper()
+	var hs []RecordedHistory
+	for _, set := range gateSets {
 		hs = append(hs, recordedSet(t, set)...)
 	}
 	return hs
@@ -85,8 +108,9 @@ func recordedSet(t *testing.T, set string) []RecordedHistory {
 			files = append(files, h.File)
 		}
 	}
+	// A gate set has the scenarios of its time; a Delivery set, every case.
 	for _, c := range Cases() {
-		require.True(t, recorded[c.Seed+"/"+c.Name],
+		require.True(t, slices.Contains(gateSets, set) || recorded[c.Seed+"/"+c.Name],
 			"%s: case %q has no recorded history", set, c.Name)
 	}
 	onDisk, err := filepath.Glob(filepath.Join(dir, "*.json"))
@@ -119,9 +143,9 @@ var replayDestinations = lab.Destinations("http://127.0.0.1:1", "unused-ledger.d
 var replayLogger = sdklog.NewStructuredLogger(testLogger)
 
 // TestReplayRecordedHistories replays every recorded history against the
-// current Delivery workflow.
+// current Delivery and Destination workflows.
 func TestReplayRecordedHistories(t *testing.T) {
-	hs := recordedHistories(t)
+	hs := append(recordedHistories(t), gateHistories(t)...)
 	replayer := sdkworker.NewWorkflowReplayer()
 	worker.RegisterWorkflow(replayer, replayDestinations)
 	for _, h := range hs {

@@ -224,7 +224,8 @@ func (g *Gate) Report(ctx context.Context, dest, key string, out activities.Outc
 	if !(b != nil && out.Class.FoundDown()) && !(tripped && (out.Class.FoundDown() || out.Class.Answered() || b == nil)) {
 		return
 	}
-	r := workflows.Report{Class: out.Class, Key: key, Breaker: b, At: time.Now(), Error: excerpt(out.Error, 200)}
+	// What it observed only: the gate takes the breaker from the destinations file.
+	r := workflows.Report{Class: out.Class, Key: key, At: time.Now(), Error: excerpt(out.Error, 200)}
 	_, err = g.c.SignalWithStartWorkflow(ctx, workflows.DestinationWorkflowID(dest), workflows.SignalReport, r,
 		client.StartWorkflowOptions{ID: workflows.DestinationWorkflowID(dest), TaskQueue: workflows.TaskQueue},
 		workflows.DestinationWorkflowType, workflows.DestinationInput{Name: dest})

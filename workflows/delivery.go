@@ -417,16 +417,27 @@ func (d *delivery) recordedContract(ctx workflow.Context) (*contract.Contract, e
 		}
 		return nil, nil
 	}
+	t, err := resolveTerms(ctx, d.in.Destination)
+	if err != nil {
+		return nil, err
+	}
+	d.terms = &t
+	return t.Contract, nil
+}
+
+// resolveTerms records the worker's current terms for a destination in
+// history, by a local activity: a marker in the workflow task, no round
+// trip to the server.
+func resolveTerms(ctx workflow.Context, destination string) (activities.Terms, error) {
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout: 10 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
 	})
 	var t activities.Terms
-	if err := workflow.ExecuteLocalActivity(lctx, a.ResolveTerms, d.in.Destination).Get(ctx, &t); err != nil {
-		return nil, fmt.Errorf("record the terms of %q: %w", d.in.Destination, err)
+	if err := workflow.ExecuteLocalActivity(lctx, a.ResolveTerms, destination).Get(ctx, &t); err != nil {
+		return t, fmt.Errorf("record the terms of %q: %w", destination, err)
 	}
-	d.terms = &t
-	return t.Contract, nil
+	return t, nil
 }
 
 // recorded is the recorded contract, nil before the first attempt reports it.

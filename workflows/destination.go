@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,7 +21,9 @@ import (
 // its circuit breaker opens on the failures workers report and lets one
 // probe through after a cool-down. Workers read its state from its memo
 // (MemoGate) and hold attempts back while it is not closed; deliveries held
-// back wait until it releases them.
+// back wait until it releases them. Anyone who can signal may send a report
+// or an update, so the breaker's settings and who may pause or resume come
+// from the workers' destinations file (ResolveTerms), never from a sender.
 
 // Gate states.
 const (
@@ -52,13 +55,15 @@ type ResumeRequest struct {
 	Note string `json:"note,omitempty"`
 }
 
-// Report is an attempt's class, as the worker that made it tells the
+// Report is what a worker observed of an attempt, as it tells the
 // destination's breaker (signal report).
 type Report struct {
 	Class contract.Class `json:"class"`
 	Key   string         `json:"key,omitempty"`
 	Error string         `json:"error,omitempty"`
-	// Breaker is the worker's breaker for the destination; nil: none.
+	// Breaker is read only by gates that started before versionGateTerms,
+	// to replay as they ran: workers sent their breaker with each report.
+	// Workers send none now, and other gates ignore it.
 	Breaker *contract.Breaker `json:"breaker,omitempty"`
 	At      time.Time         `json:"at"`
 }
@@ -73,7 +78,9 @@ type Breaker struct {
 	ProbeAt     time.Time `json:"probe_at,omitzero"`
 	ProbeKey    string    `json:"probe_key,omitempty"`
 	LastFailure string    `json:"last_failure,omitempty"`
-	// Config is the breaker of the latest report.
+	// Config is the destination's breaker in the workers' destinations
+	// file, as the gate last resolved it (before versionGateTerms: the
+	// latest report's).
 	Config *contract.Breaker `json:"config,omitempty"`
 }
 
@@ -150,7 +157,16 @@ const (
 	// maxPauseReason and maxPauseBy bound a pause's reason and who paused.
 	maxPauseReason = 512
 	maxPauseBy     = 64
+	// termsFresh is how long a report is decided from the terms the gate
+	// last resolved: an outage's burst of reports costs one marker.
+	termsFresh = time.Minute
 )
+
+// versionGateTerms marks gates that take their breaker and who may pause or
+// resume them from the workers' destinations file, recorded in history by
+// ResolveTerms, and whose resume also closes an open breaker. Asked once,
+// as a run starts: runs from before keep deciding from the reports' breaker.
+const versionGateTerms = "gate-terms"
 
 // Destination is a destination's gate workflow.
 func Destination(ctx workflow.Context, in DestinationInput) (DestinationState, error) {
@@ -161,8 +177,16 @@ func Destination(ctx workflow.Context, in DestinationInput) (DestinationState, e
 		g.s.Since = workflow.Now(ctx)
 	}
 	g.published = g.s.State
+	g.trusted = workflow.GetVersion(ctx, versionGateTerms, workflow.DefaultVersion, 1) == 1
 	if err := g.setup(ctx); err != nil {
 		return DestinationState{}, err
+	}
+	if g.trusted && in.State != nil && g.s.Breaker.State != GateClosed {
+		// Carried over, perhaps from a run that took the reports' breaker.
+		if g.s.Breaker.Config = g.configured(ctx); g.s.Breaker.Config == nil {
+			g.noBreaker()
+			g.dirty = true
+		}
 	}
 	if in.State != nil {
 		// A new run's memo starts empty: the workers read it.
@@ -182,6 +206,14 @@ type gate struct {
 	dirty   bool
 	// repaused: a pause changed its reason or end without a transition.
 	repaused bool
+	// trusted: this run is at versionGateTerms.
+	trusted bool
+	// terms are the workers' terms for the destination, resolved at termsAt.
+	terms   activities.Terms
+	termsAt time.Time
+	// reports are the workers' reports; reporting: one is being decided.
+	reports   workflow.ReceiveChannel
+	reporting bool
 }
 
 func (g *gate) logger(ctx workflow.Context) log.Logger {
@@ -195,6 +227,9 @@ func (g *gate) setup(ctx workflow.Context) error {
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdatePause,
 		func(ctx workflow.Context, r PauseRequest) (DestinationState, error) {
+			if err := g.authorize(ctx, r.By, "pause"); err != nil {
+				return g.s, err
+			}
 			g.s.Paused = &Pause{Reason: r.Reason, By: r.By, Since: workflow.Now(ctx), Until: r.Until}
 			g.by, g.why, g.dirty, g.repaused = r.By, r.Reason, true, true
 			return g.settle(ctx), nil
@@ -220,14 +255,24 @@ func (g *gate) setup(ctx workflow.Context) error {
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateResume,
 		func(ctx workflow.Context, r ResumeRequest) (DestinationState, error) {
+			if err := g.authorize(ctx, r.By, "resume"); err != nil {
+				return g.s, err
+			}
 			g.s.Paused = nil
 			g.by, g.why, g.dirty = r.By, "resumed: "+r.Note, true
+			if g.trusted && g.s.Breaker.State != GateClosed {
+				// An operator's way out of a breaker, whatever its cool-down.
+				g.s.Breaker = Breaker{State: GateClosed, Config: g.s.Breaker.Config}
+				g.why = "resumed, breaker closed: " + r.Note
+			}
 			return g.settle(ctx), nil
 		},
-		workflow.UpdateHandlerOptions{Description: `Resume a paused destination: {"by": "NAME", "note": "why"}`,
+		workflow.UpdateHandlerOptions{Description: `Resume a paused destination, or close its open breaker: {"by": "NAME", "note": "why"}`,
 			Validator: func(_ workflow.Context, r ResumeRequest) error {
 				switch {
-				case g.s.Paused == nil:
+				case g.s.Paused == nil && g.trusted && g.s.Breaker.State == GateClosed:
+					return temporal.NewApplicationError(fmt.Sprintf("destination %s is not paused and its breaker is closed (state %s)", g.s.Name, g.s.State), ErrInvalidGateChange)
+				case g.s.Paused == nil && !g.trusted:
 					return temporal.NewApplicationError(fmt.Sprintf("destination %s is not paused (state %s)", g.s.Name, g.s.State), ErrInvalidGateChange)
 				case strings.TrimSpace(r.By) == "" || len(r.By) > maxPauseBy:
 					return temporal.NewApplicationError(fmt.Sprintf("by: required, who is resuming, at most %d bytes", maxPauseBy), ErrInvalidGateChange)
@@ -241,17 +286,69 @@ func (g *gate) setup(ctx workflow.Context) error {
 		workflow.UpdateHandlerOptions{Description: "A worker asks to send the one probe attempt of a half-open breaker."}); err != nil {
 		return err
 	}
-	ch := workflow.GetSignalChannelWithOptions(ctx, SignalReport, workflow.SignalChannelOptions{
+	g.reports = workflow.GetSignalChannelWithOptions(ctx, SignalReport, workflow.SignalChannelOptions{
 		Description: "A worker reports an attempt's class to the breaker.",
 	})
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for {
 			var r Report
-			ch.Receive(ctx, &r)
+			g.reports.Receive(ctx, &r)
+			g.reporting = true
 			g.report(ctx, r)
+			g.reporting = false
 		}
 	})
 	return nil
+}
+
+// resolve records the workers' current terms for the destination.
+func (g *gate) resolve(ctx workflow.Context) error {
+	t, err := resolveTerms(ctx, g.s.Name)
+	if err != nil {
+		return err
+	}
+	g.terms, g.termsAt = t, workflow.Now(ctx)
+	return nil
+}
+
+// configured is the destination's breaker in the workers' destinations
+// file, from terms at most termsFresh old; nil: it has none.
+func (g *gate) configured(ctx workflow.Context) *contract.Breaker {
+	if g.termsAt.IsZero() || workflow.Now(ctx).Sub(g.termsAt) >= termsFresh {
+		if err := g.resolve(ctx); err != nil {
+			// Decided from the last terms resolved, if any.
+			g.logger(ctx).Error("resolve the destination's breaker", "error", err)
+		}
+	}
+	if g.terms.Contract == nil {
+		return nil
+	}
+	return g.terms.Contract.Breaker
+}
+
+// authorize refuses a pause or resume by a name the workers' reviewers do
+// not list (none listed: anyone), as a review is refused: Temporal does not
+// tell the gate who sent an update.
+func (g *gate) authorize(ctx workflow.Context, by, what string) error {
+	if !g.trusted {
+		return nil
+	}
+	if err := g.resolve(ctx); err != nil {
+		return err
+	}
+	if allowed := g.terms.Reviewers; len(allowed) > 0 && !slices.Contains(allowed, by) {
+		return temporal.NewApplicationError(fmt.Sprintf("by: %q may not %s destinations; allowed: %s",
+			by, what, strings.Join(allowed, ", ")), ErrInvalidGateChange)
+	}
+	return nil
+}
+
+// noBreaker closes the breaker of a destination that has none.
+func (g *gate) noBreaker() {
+	if g.s.Breaker.State != GateClosed {
+		g.s.Breaker = Breaker{State: GateClosed}
+		g.by, g.why = "breaker", "no breaker configured"
+	}
 }
 
 // probe grants the probe to the first worker that asks once the cool-down
@@ -279,20 +376,22 @@ func (g *gate) probe(ctx workflow.Context, key string) bool {
 
 // report moves the breaker on an attempt's class.
 func (g *gate) report(ctx workflow.Context, r Report) {
+	cfg := r.Breaker
+	if g.trusted {
+		r.Breaker = nil
+		cfg = g.configured(ctx)
+	}
 	now := workflow.Now(ctx)
 	g.s.Recent = append(g.s.Recent, r)
 	if n := len(g.s.Recent); n > maxRecent {
 		g.s.Recent = g.s.Recent[n-maxRecent:]
 	}
 	b := &g.s.Breaker
-	b.Config = r.Breaker
+	b.Config = cfg
 	switch {
-	case r.Breaker == nil:
+	case cfg == nil:
 		// The workers have no breaker for it (any more): it is closed.
-		if b.State != GateClosed {
-			*b = Breaker{State: GateClosed}
-			g.by, g.why = "breaker", "no breaker configured"
-		}
+		g.noBreaker()
 	case r.Class.FoundDown():
 		b.LastFailure = string(r.Class)
 		if r.Error != "" {
@@ -300,13 +399,13 @@ func (g *gate) report(ctx workflow.Context, r Report) {
 		}
 		switch b.State {
 		case GateClosed:
-			if b.Failures == 0 || now.Sub(b.WindowStart) > r.Breaker.Window.D() {
+			if b.Failures == 0 || now.Sub(b.WindowStart) > cfg.Window.D() {
 				b.Failures, b.WindowStart = 0, now
 			}
 			b.Failures++
-			if b.Failures >= r.Breaker.Failures {
+			if b.Failures >= cfg.Failures {
 				b.State, b.OpenedAt = GateOpen, now
-				g.by, g.why = "breaker", fmt.Sprintf("%d consecutive failures within %s (last: %s)", b.Failures, r.Breaker.Window, b.LastFailure)
+				g.by, g.why = "breaker", fmt.Sprintf("%d consecutive failures within %s (last: %s)", b.Failures, cfg.Window, b.LastFailure)
 			}
 		case GateHalfOpen:
 			if r.Key == b.ProbeKey {
@@ -321,7 +420,7 @@ func (g *gate) report(ctx workflow.Context, r Report) {
 		if b.State != GateClosed {
 			g.by, g.why = "breaker", fmt.Sprintf("the destination answered (%s)", r.Class)
 		}
-		*b = Breaker{State: GateClosed, Config: r.Breaker}
+		*b = Breaker{State: GateClosed, Config: cfg}
 	}
 	g.dirty = true
 	g.settle(ctx)
@@ -384,7 +483,10 @@ func (g *gate) run(ctx workflow.Context) (DestinationState, error) {
 		}
 		g.repaused = false
 		if workflow.GetInfo(ctx).GetContinueAsNewSuggested() || workflow.GetInfo(ctx).GetCurrentHistoryLength() > gateHistoryLimit {
-			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+			// A report being decided, or not yet received, would be lost.
+			if err := workflow.Await(ctx, func() bool {
+				return workflow.AllHandlersFinished(ctx) && !g.reporting && g.reports.Len() == 0
+			}); err != nil {
 				return g.s, err
 			}
 			return g.s, workflow.NewContinueAsNewError(ctx, DestinationWorkflowType, DestinationInput{Name: g.s.Name, State: &g.s})

@@ -195,6 +195,7 @@ func TestCLI(t *testing.T) {
 		{"unknown and bad keys", testKeys},
 		{"Temporal unreachable", testUnreachable},
 		{"probe", testProbe},
+		{"destination refusals", testDestinationRefused},
 		{"help", testHelp},
 	} {
 		t.Run(tc.name, func(t *testing.T) { c.t = t; tc.test(t, c) })
@@ -502,6 +503,25 @@ func testProbe(t *testing.T, c *cli) {
 	// No Temporal needed: the probe talks to the destination directly.
 	offline := c.run([]string{"TEMPORAL_ADDRESS=" + closedPort(t)}, "probe", "ledger", "--destinations", c.destsFile)
 	require.Equal(t, codeOK, offline.code, offline.stderr)
+}
+
+// testDestinationRefused: a pause or resume by a name the reviewers do not
+// list, and a resume with nothing to resume, are refused with their reason
+// and change nothing.
+func testDestinationRefused(t *testing.T, c *cli) {
+	mallory := c.courier("destination", "pause", "helpdesk", "--reason", "mine now", "--by", "mallory")
+	require.Equal(t, codeRefused, mallory.code, mallory.stderr)
+	require.Contains(t, mallory.stderr, `destination helpdesk: by: "mallory" may not pause destinations; allowed: alice, bob`)
+	resume := c.courier("destination", "resume", "helpdesk", "--by", "alice")
+	require.Equal(t, codeRefused, resume.code, resume.stderr)
+	require.Contains(t, resume.stderr, "destination helpdesk is not paused and its breaker is closed")
+	st := c.courier("destination", "status", "helpdesk", "--json")
+	require.Equal(t, codeOK, st.code, st.stderr)
+	var gates []starter.DestinationStatus
+	require.NoError(t, json.Unmarshal([]byte(st.stdout), &gates))
+	require.Len(t, gates, 1)
+	require.Equal(t, workflows.GateClosed, gates[0].State, "a refused pause changes nothing")
+	require.Nil(t, gates[0].Paused)
 }
 
 func testHelp(t *testing.T, c *cli) {

@@ -24,7 +24,8 @@ operator, or while its circuit breaker (contract.breaker) is open, nothing is se
 and its deliveries wait (state paused or circuit_open) without spending attempts or
 deadline. On resume, or when the breaker closes, they are released at the destination's
 rate limit. The gate lives in Temporal (workflow destination-NAME): it holds across worker
-and server restarts.`,
+and server restarts. When the destinations file lists reviewers, only they may pause and
+resume (--by); anyone else is refused.`,
 		Annotations: exits(basicExits...),
 	}
 	c.AddCommand(pauseCommand(), resumeCommand(), destinationStatusCommand())
@@ -47,7 +48,7 @@ moment this command returns no new one is sent, and deliveries to it wait as pau
 	}
 	f := c.Flags()
 	f.StringVar(&r.Reason, "reason", "", "why, for the audit trail and every held delivery's details")
-	f.StringVar(&r.By, "by", "", "who is pausing, `name`")
+	f.StringVar(&r.By, "by", "", "who is pausing, `name` (one of the destinations file's reviewers, when it lists any)")
 	f.StringVar(&until, "until", "", "end the pause by itself at this `time` (RFC 3339, or a duration such as 2h)")
 	required(c, "reason", "by")
 	c.RunE = func(c *cobra.Command, args []string) error {
@@ -76,13 +77,17 @@ moment this command returns no new one is sent, and deliveries to it wait as pau
 func resumeCommand() *cobra.Command {
 	var r workflows.ResumeRequest
 	c := &cobra.Command{
-		Use:         "resume NAME --by NAME [--note TEXT]",
-		Short:       "resume a paused destination and release its held deliveries",
+		Use:   "resume NAME --by NAME [--note TEXT]",
+		Short: "resume a paused destination, or close its open breaker, and release its held deliveries",
+		Long: `Ends the destination's pause and closes its circuit breaker if it is open or half-open:
+an operator's way out of a breaker without waiting for its cool-down and probe. Attempts go
+again, and its held deliveries are released at its rate limit. Recorded as a transition by
+--by. Refused when it is not paused and its breaker is closed.`,
 		Example:     `  courier destination resume legacy --by alice --note "maintenance over"`,
 		Args:        oneArg("NAME", "the destination's name in the destinations file"),
 		Annotations: exits(codeOK, codeError, codeUsage, codeRefused),
 	}
-	c.Flags().StringVar(&r.By, "by", "", "who is resuming, `name`")
+	c.Flags().StringVar(&r.By, "by", "", "who is resuming, `name` (one of the destinations file's reviewers, when it lists any)")
 	c.Flags().StringVar(&r.Note, "note", "", "why, for the audit trail")
 	required(c, "by")
 	c.RunE = func(c *cobra.Command, args []string) error {

@@ -2,11 +2,13 @@
 // server (in memory, started for the run) and writes the history of every
 // Delivery workflow each case ran into a new set under
 // testsuite/testdata/histories, as the JSON the SDK's replayer reads.
+// With -gate it runs the destination gate's scenarios instead (gate.go)
+// and writes the Destination workflows' histories.
 // testsuite/replay_test.go replays every set.
 //
 // From the repository root, with bin/temporal built (make temporal):
 //
-//	go run ./testsuite/record -set NAME
+//	go run ./testsuite/record -set NAME [-gate]
 //
 // Record a new set when the workflow changes what its histories hold (name
 // it after the change), or re-record the newest set when a case is added
@@ -33,6 +35,7 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/abde64c9/courier/devserver"
@@ -52,6 +55,7 @@ func main() {
 
 func record(ctx context.Context) error {
 	set := flag.String("set", "", "the history set to write: a folder under testsuite/testdata/histories; required")
+	gate := flag.Bool("gate", false, "record the destination gate's scenarios instead of the fault cases")
 	flag.Parse()
 	if *set == "" || strings.ContainsAny(*set, `/\.`) {
 		return fmt.Errorf("-set NAME is required: the folder under testsuite/testdata/histories to write " +
@@ -66,6 +70,18 @@ func record(ctx context.Context) error {
 		return err
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if *gate {
+		tmp, err := lab.StartTemporal(ctx, lab.TemporalOptions{Log: os.Stderr, Logger: logger})
+		if err != nil {
+			return err
+		}
+		defer tmp.Close()
+		files, index, err := recordGates(ctx, tmp.Client(), logger)
+		if err != nil {
+			return err
+		}
+		return write(out, files, index)
+	}
 	dir, err := os.MkdirTemp("", "courier-record-")
 	if err != nil {
 		return err
@@ -195,8 +211,8 @@ func history(ctx context.Context, c client.Client, e *workflowExecution) ([]byte
 	// Every case ends its deliveries (parked ones by abandon); the result
 	// itself does not matter here.
 	err := c.GetWorkflow(wctx, e.id, e.runID).Get(wctx, nil)
-	if _, ok := workflows.NotDeliveredResult(err); ok {
-		err = nil // closed, without an effect
+	if _, ok := workflows.NotDeliveredResult(err); ok || temporal.IsCanceledError(err) {
+		err = nil // closed, without an effect; or a gate, cancelled
 	}
 	if err != nil {
 		return nil, fmt.Errorf("workflow %s did not close: %w", e.id, err)

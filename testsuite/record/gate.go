@@ -1,0 +1,265 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/abde64c9/courier/activities"
+	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/starter"
+	"github.com/abde64c9/courier/testsuite"
+	"github.com/abde64c9/courier/worker"
+	"github.com/abde64c9/courier/workflows"
+)
+
+// gateSeed names the gate's scenarios in a history index.
+const gateSeed = "gate"
+
+// gateCoolDown is short, so that a scenario waits for its probes in seconds.
+const gateCoolDown = 2 * time.Second
+
+// gateConfig is the recording worker's destinations file: each scenario's
+// destination and its breaker.
+var gateConfig = contract.Config{Destinations: map[string]contract.Destination{
+	"rec-breaker": {Contract: contract.Contract{Breaker: &contract.Breaker{
+		Failures: 3, Window: contract.Duration(time.Minute), CoolDown: contract.Duration(gateCoolDown)}}},
+	"rec-paused-breaker": {Contract: contract.Contract{Breaker: &contract.Breaker{
+		Failures: 2, Window: contract.Duration(time.Minute), CoolDown: contract.Duration(time.Hour)}}},
+	"rec-pause": {},
+	"rec-resume-breaker": {Contract: contract.Contract{Breaker: &contract.Breaker{
+		Failures: 2, Window: contract.Duration(time.Minute), CoolDown: contract.Duration(time.Hour)}}},
+	"rec-plain": {},
+}, Reviewers: []string{"alice", "bob"}}
+
+// gateScenario drives one destination's gate as workers and operators do.
+type gateScenario struct {
+	name, dest string
+	run        func(ctx context.Context, g *gateDriver) error
+}
+
+var gateScenarios = []gateScenario{
+	{"breaker opens, a probe fails, the next closes it", "rec-breaker", func(ctx context.Context, g *gateDriver) error {
+		for i, cl := range []contract.Class{contract.ClassNotSent, contract.ClassThrottled, contract.ClassServerError} {
+			g.report(ctx, cl, fmt.Sprintf("fail-%d", i))
+		}
+		g.await(ctx, workflows.GateOpen)
+		for i, next := range []contract.Class{contract.ClassServerError, contract.ClassCreated} {
+			g.probe(ctx, fmt.Sprintf("probe-%d", i))
+			g.await(ctx, workflows.GateHalfOpen)
+			g.report(ctx, next, fmt.Sprintf("probe-%d", i))
+			if next.FoundDown() {
+				g.await(ctx, workflows.GateOpen)
+			}
+		}
+		g.await(ctx, workflows.GateClosed)
+		return g.err
+	}},
+	{"pause, resume, and a pause that ends by itself", "rec-pause", func(ctx context.Context, g *gateDriver) error {
+		g.pause(ctx, workflows.PauseRequest{Reason: "partner maintenance", By: "alice"})
+		g.await(ctx, workflows.GatePaused)
+		g.resume(ctx, workflows.ResumeRequest{By: "bob", Note: "maintenance over"})
+		g.await(ctx, workflows.GateClosed)
+		g.pause(ctx, workflows.PauseRequest{Reason: "window", By: "alice", Until: time.Now().Add(3 * time.Second)})
+		g.await(ctx, workflows.GatePaused)
+		g.await(ctx, workflows.GateClosed)
+		return g.err
+	}},
+	{"breaker opens while paused, resume, an answer closes it", "rec-paused-breaker", func(ctx context.Context, g *gateDriver) error {
+		g.pause(ctx, workflows.PauseRequest{Reason: "partner outage", By: "alice"})
+		g.await(ctx, workflows.GatePaused)
+		g.report(ctx, contract.ClassNotSent, "a")
+		g.report(ctx, contract.ClassNotSent, "b")
+		g.awaitBreaker(ctx, workflows.GateOpen)
+		g.resume(ctx, workflows.ResumeRequest{By: "bob", Note: "partner back"})
+		g.report(ctx, contract.ClassCreated, "c")
+		g.await(ctx, workflows.GateClosed)
+		return g.err
+	}},
+	{"resume closes an open breaker", "rec-resume-breaker", func(ctx context.Context, g *gateDriver) error {
+		g.report(ctx, contract.ClassNotSent, "a")
+		g.report(ctx, contract.ClassServerError, "b")
+		g.await(ctx, workflows.GateOpen)
+		g.resume(ctx, workflows.ResumeRequest{By: "bob", Note: "partner confirmed"})
+		g.await(ctx, workflows.GateClosed)
+		return g.err
+	}},
+	{"a forged report opens nothing, a pause by a stranger is refused", "rec-plain", func(ctx context.Context, g *gateDriver) error {
+		g.forge(ctx)
+		g.until(ctx, "the report decided", func(st workflows.DestinationState) bool { return len(st.Recent) == 1 })
+		g.refusedPause(ctx, workflows.PauseRequest{Reason: "mine now", By: "mallory"})
+		g.await(ctx, workflows.GateClosed)
+		return g.err
+	}},
+}
+
+// recordGates runs every gate scenario against a worker in this process
+// and returns their histories.
+func recordGates(ctx context.Context, c client.Client, logger *slog.Logger) (map[string][]byte, []testsuite.RecordedCase, error) {
+	w := sdkworker.New(c, workflows.TaskQueue, sdkworker.Options{})
+	worker.Register(w, gateConfig, &activities.Activities{Contracts: gateConfig.Contracts(), Reviewers: gateConfig.Reviewers})
+	if err := w.Start(); err != nil {
+		return nil, nil, err
+	}
+	defer w.Stop()
+	files := map[string][]byte{}
+	var index []testsuite.RecordedCase
+	for _, sc := range gateScenarios {
+		g := &gateDriver{c: c, s: starter.New(c), dest: sc.dest}
+		sctx, cancel := context.WithTimeout(ctx, time.Minute)
+		err := sc.run(sctx, g)
+		cancel()
+		if err != nil {
+			return nil, nil, fmt.Errorf("scenario %q: %w", sc.name, err)
+		}
+		id := workflows.DestinationWorkflowID(sc.dest)
+		// The gate runs until cancelled: its history is then complete.
+		if err := c.CancelWorkflow(ctx, id, ""); err != nil {
+			return nil, nil, fmt.Errorf("scenario %q: %w", sc.name, err)
+		}
+		desc, err := c.DescribeWorkflowExecution(ctx, id, "")
+		if err != nil {
+			return nil, nil, fmt.Errorf("scenario %q: %w", sc.name, err)
+		}
+		e := &workflowExecution{id: id, runID: desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()}
+		b, err := history(ctx, c, e)
+		if err != nil {
+			return nil, nil, fmt.Errorf("scenario %q: %w", sc.name, err)
+		}
+		name := fileName(gateSeed, sc.name, 0)
+		files[name] = b
+		index = append(index, testsuite.RecordedCase{Seed: gateSeed, Case: sc.name,
+			Histories: []testsuite.RecordedHistory{{File: name, WorkflowID: e.id, RunID: e.runID}}})
+		logger.Warn("recorded", "scenario", sc.name)
+	}
+	return files, index, nil
+}
+
+// gateDriver sends a scenario's reports and operator changes to one gate;
+// its first failure stops the scenario's later steps.
+type gateDriver struct {
+	c    client.Client
+	s    *starter.Client
+	dest string
+	err  error
+}
+
+func (g *gateDriver) fail(err error) {
+	if g.err == nil && err != nil {
+		g.err = err
+	}
+}
+
+// report signals-with-start a report, as a worker does after an attempt.
+func (g *gateDriver) report(ctx context.Context, cl contract.Class, key string) {
+	if g.err != nil {
+		return
+	}
+	r := workflows.Report{Class: cl, Key: key, At: time.Now()}
+	if cl.FoundDown() {
+		r.Error = "recorded failure"
+	}
+	g.signal(ctx, r)
+}
+
+// forge signals-with-start a report as anyone can by hand, with a breaker
+// of one failure and a year's cool-down.
+func (g *gateDriver) forge(ctx context.Context) {
+	if g.err == nil {
+		g.signal(ctx, workflows.Report{Class: contract.ClassNotSent, Key: "by-hand", Error: "forged", At: time.Now(),
+			Breaker: &contract.Breaker{Failures: 1, Window: contract.Duration(time.Minute), CoolDown: contract.Duration(8760 * time.Hour)}})
+	}
+}
+
+func (g *gateDriver) signal(ctx context.Context, r workflows.Report) {
+	id := workflows.DestinationWorkflowID(g.dest)
+	_, err := g.c.SignalWithStartWorkflow(ctx, id, workflows.SignalReport, r,
+		client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue},
+		workflows.DestinationWorkflowType, workflows.DestinationInput{Name: g.dest})
+	g.fail(err)
+}
+
+// probe asks for the probe, as a worker does once the cool-down is over.
+func (g *gateDriver) probe(ctx context.Context, key string) {
+	for g.err == nil {
+		h, err := g.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+			WorkflowID: workflows.DestinationWorkflowID(g.dest), UpdateName: workflows.UpdateProbe,
+			Args: []any{key}, WaitForStage: client.WorkflowUpdateStageCompleted,
+		})
+		var granted bool
+		if err == nil {
+			err = h.Get(ctx, &granted)
+		}
+		if granted || err != nil {
+			g.fail(err)
+			return
+		}
+		g.sleep(ctx, gateCoolDown/4)
+	}
+}
+
+func (g *gateDriver) pause(ctx context.Context, r workflows.PauseRequest) {
+	if g.err == nil {
+		_, err := g.s.Pause(ctx, g.dest, r)
+		g.fail(err)
+	}
+}
+
+// refusedPause sends a pause the gate must refuse.
+func (g *gateDriver) refusedPause(ctx context.Context, r workflows.PauseRequest) {
+	if g.err != nil {
+		return
+	}
+	var refused *starter.GateRefusedError
+	if _, err := g.s.Pause(ctx, g.dest, r); !errors.As(err, &refused) {
+		g.fail(fmt.Errorf("pause by %s: want refused, got %v", r.By, err))
+	}
+}
+
+func (g *gateDriver) resume(ctx context.Context, r workflows.ResumeRequest) {
+	if g.err == nil {
+		_, err := g.s.Resume(ctx, g.dest, r)
+		g.fail(err)
+	}
+}
+
+// await waits until the gate's effective state is state.
+func (g *gateDriver) await(ctx context.Context, state string) {
+	g.until(ctx, "state "+state, func(st workflows.DestinationState) bool { return st.State == state })
+}
+
+// awaitBreaker waits until the gate's breaker is in state, paused or not.
+func (g *gateDriver) awaitBreaker(ctx context.Context, state string) {
+	g.until(ctx, "breaker "+state, func(st workflows.DestinationState) bool { return st.Breaker.State == state })
+}
+
+func (g *gateDriver) until(ctx context.Context, what string, ok func(workflows.DestinationState) bool) {
+	for g.err == nil {
+		st, err := g.s.Destination(ctx, g.dest)
+		if err != nil {
+			g.fail(err)
+			return
+		}
+		if ok(st.DestinationState) {
+			return
+		}
+		if ctx.Err() != nil {
+			g.fail(fmt.Errorf("gate %s never reached %s (it is %s)", g.dest, what, st.State))
+			return
+		}
+		g.sleep(ctx, 200*time.Millisecond)
+	}
+}
+
+func (g *gateDriver) sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+		g.fail(errors.Join(ctx.Err(), fmt.Errorf("gate %s", g.dest)))
+	case <-time.After(d):
+	}
+}
