@@ -62,15 +62,17 @@ func (cl Class) NothingApplied() bool {
 const (
 	FinalRejected     = "rejected"
 	FinalAttemptLimit = "attempt_limit"
+	FinalCanceled     = "canceled"
 )
 
 // RunLeftNoEffect is the one rule for whether a finished run of an operation
 // provably applied nothing, so that another run may send again: a run the
 // destination rejected, or one that spent its budget on attempts that all
-// applied nothing. Any other run may have taken effect and stays final.
+// applied nothing, or one canceled before any attempt that may have
+// applied. Any other run may have taken effect and stays final.
 func RunLeftNoEffect(status string, attempts []Class) bool {
 	switch status {
-	case FinalRejected, FinalAttemptLimit:
+	case FinalRejected, FinalAttemptLimit, FinalCanceled:
 		for _, cl := range attempts {
 			if !cl.NothingApplied() {
 				return false

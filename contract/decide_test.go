@@ -59,7 +59,9 @@ func TestRunLeftNoEffect(t *testing.T) {
 		"a rejected run whose earlier attempt may have applied is not a clean slate")
 	require.True(t, RunLeftNoEffect(FinalAttemptLimit, []Class{ClassNotSent, ClassThrottled, ClassInFlight}))
 	require.False(t, RunLeftNoEffect(FinalAttemptLimit, []Class{ClassNotSent, ClassServerError}))
-	for _, st := range []string{"created", "duplicate", "conflict", "delivered_by_review", "abandoned", ""} {
+	require.True(t, RunLeftNoEffect(FinalCanceled, []Class{ClassEarlierRun}), "canceled before anything was sent")
+	require.False(t, RunLeftNoEffect(FinalCanceled, []Class{ClassUnknown}), "canceled with an attempt in flight")
+	for _, st := range []string{"created", "duplicate", "conflict", "delivered_by_review", "abandoned", "terminated", "timed_out", ""} {
 		require.False(t, RunLeftNoEffect(st, nil), st)
 	}
 }

@@ -608,8 +608,9 @@ func TestMain(m *testing.M) {
 }
 
 // TestComposeWebUIMatchesDev: the compose file's web UI has the action
-// switches `courier dev` serves its UI with (no start, no reset; signals
-// and updates on), under the names the pinned ui-server reads.
+// switches `courier dev` serves its UI with (no start, reset, terminate,
+// cancel or batch actions; signals and updates on), under the names the
+// pinned ui-server reads.
 func TestComposeWebUIMatchesDev(t *testing.T) {
 	c := loadCompose(t)
 	ui, ok := c.Services["temporal-ui"]

@@ -33,12 +33,19 @@ type UISetting struct {
 // UISettings are the actions Courier's web UI offers. Starting a workflow
 // ("Start Workflow Like This One") and resetting one would run a delivery
 // again from the UI: both are off (and a second run parks anyway, see the
-// workflow). Signals and updates are how an operator decides a review: on.
+// workflow). Terminate and Request Cancellation, one by one or as batch
+// actions, stop a delivery where nothing can decide it but delivering it
+// again: off (and a stopped delivery is still read right and may run
+// again, see the starter). Signals and updates are how an operator decides
+// a review: on.
 // `courier dev` serves its UI with these, and docker-compose.yml must set
 // the same (deploy's tests check it).
 var UISettings = []UISetting{
 	{Key: "startWorkflowDisabled", Env: "TEMPORAL_START_WORKFLOW_DISABLED", Value: true},
 	{Key: "workflowResetDisabled", Env: "TEMPORAL_WORKFLOW_RESET_DISABLED", Value: true},
+	{Key: "workflowTerminateDisabled", Env: "TEMPORAL_WORKFLOW_TERMINATE_DISABLED", Value: true},
+	{Key: "workflowCancelDisabled", Env: "TEMPORAL_WORKFLOW_CANCEL_DISABLED", Value: true},
+	{Key: "batchActionsDisabled", Env: "TEMPORAL_BATCH_ACTIONS_DISABLED", Value: true},
 	{Key: "workflowSignalDisabled", Env: "TEMPORAL_WORKFLOW_SIGNAL_DISABLED", Value: false},
 	{Key: "workflowUpdateDisabled", Env: "TEMPORAL_WORKFLOW_UPDATE_DISABLED", Value: false},
 }

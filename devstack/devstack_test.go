@@ -1,6 +1,7 @@
 package devstack_test
 
 import (
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/devserver"
 	"github.com/abde64c9/courier/devstack"
 	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/starter"
@@ -90,6 +92,17 @@ func TestStackKeepsDeliveriesAcrossRestarts(t *testing.T) {
 		require.NoError(t, err, u)
 		resp.Body.Close()
 		require.Equal(t, http.StatusOK, resp.StatusCode, u)
+	}
+	// The UI's action switches as its pages read them (terminate, cancel,
+	// start and reset off; signals and updates on).
+	resp, err := http.Get(s.UIURL() + "/api/v1/settings")
+	require.NoError(t, err)
+	var settings map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&settings))
+	resp.Body.Close()
+	for _, us := range devserver.UISettings {
+		field := strings.ToUpper(us.Key[:1]) + us.Key[1:]
+		require.Equal(t, us.Value, settings[field], "the web UI's %s", us.Key)
 	}
 
 	first, parked, err := lab.CreatedAndParked(ctx, starter.New(s.Client()), s.Sandbox(), [2]string{"persist-1", "persist-2"})

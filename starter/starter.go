@@ -208,6 +208,17 @@ func (s *Client) conflictOr(h Handle, err error) error {
 // payload and may not run again; restart when it applied nothing and may.
 func (s *Client) closed(ctx context.Context, h Handle, runID string, reuse enumspb.WorkflowIdReusePolicy) (workflows.DeliveryResult, bool, error) {
 	prev, err := s.Result(ctx, h.Key, runID)
+	var term *temporal.TerminatedError
+	var timeout *temporal.TimeoutError
+	if errors.As(err, &term) || errors.As(err, &timeout) {
+		// It never recorded an end: what it recorded until then, and how
+		// the server ended it.
+		st, serr := s.runStatus(ctx, h.Key, runID)
+		if serr != nil {
+			return prev, false, fmt.Errorf("read the earlier delivery: %w", serr)
+		}
+		prev, err = st.DeliveryResult, nil
+	}
 	if err != nil {
 		return prev, false, fmt.Errorf("read the earlier delivery: %w", err)
 	}
@@ -221,11 +232,17 @@ func (s *Client) closed(ctx context.Context, h Handle, runID string, reuse enums
 }
 
 // restartable says whether a finished delivery may be run again for a new
-// request: only one that provably applied nothing (the rule the workflow's
-// own guard against a second run uses). A rejected one never consumed its
-// key, so the request may have been corrected; one that spent its budget
-// without an effect is tried again only with the same payload.
+// request: one that provably applied nothing (the rule the workflow's own
+// guard against a second run uses), or one stopped from outside before it
+// settled (terminated, timed out, canceled), which nothing could decide
+// otherwise. A rejected one never consumed its key, so the request may
+// have been corrected; any other is run again only with the same payload.
+// A stopped run that may have applied is policed by the new run's guard:
+// where a repeat could apply twice, it parks naming that run.
 func restartable(prev workflows.DeliveryResult, fingerprint string) bool {
+	if prev.Status.EndedUnfinished() {
+		return prev.Fingerprint == fingerprint
+	}
 	return prev.LeftNoEffect() && (prev.Status == workflows.StatusRejected || prev.Fingerprint == fingerprint)
 }
 
@@ -309,6 +326,11 @@ func (s *Client) settle(ctx context.Context, in workflows.DeliveryInput, h Handl
 		if err != nil {
 			return workflows.DeliveryStatus{}, false, err
 		}
+		if now.Status != "" && after == "" && joined && restartable(now.DeliveryResult, h.Fingerprint) {
+			// Stopped since it parked (terminated, canceled): its stored
+			// answer is stale, and the operation runs again.
+			return s.settle(ctx, in, h, uh.RunID())
+		}
 		if now.State == workflows.StateAwaitingReview || now.Status != "" {
 			return now, joined, nil
 		}
@@ -357,20 +379,71 @@ func (s *Client) Result(ctx context.Context, key, runID string) (workflows.Deliv
 	return res, nil
 }
 
-// Status returns the delivery's current status (running or finished).
+// Status returns the delivery's current status (running or finished). A
+// run the server terminated or timed out is reported so (State and Status
+// terminated or timed_out, Ended saying which run and when): its own status
+// query replays to where it was stopped, a state it can never leave.
 func (s *Client) Status(ctx context.Context, key string) (workflows.DeliveryStatus, error) {
+	return s.runStatus(ctx, key, "")
+}
+
+// runStatus is the status of one run (empty: the latest).
+func (s *Client) runStatus(ctx context.Context, key, runID string) (workflows.DeliveryStatus, error) {
 	var st workflows.DeliveryStatus
-	v, err := s.c.QueryWorkflow(ctx, workflows.WorkflowID(key), "", workflows.QueryStatus)
+	wid := workflows.WorkflowID(key)
+	desc, err := s.c.DescribeWorkflowExecution(ctx, wid, runID)
+	if err != nil {
+		return st, notFound(key, err)
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	v, err := s.c.QueryWorkflow(ctx, wid, info.GetExecution().GetRunId(), workflows.QueryStatus)
 	if err != nil {
 		return st, notFound(key, err)
 	}
 	if err := v.Get(&st); err != nil {
 		return st, fmt.Errorf("decode status of %s: %w", key, err)
 	}
+	if how := endedBy(info.GetStatus()); how != "" && st.Status == "" {
+		st.Status = how
+		st.Ended = &workflows.RunEnded{RunID: info.GetExecution().GetRunId(), How: how, At: info.GetCloseTime().AsTime(),
+			Reason: s.endReason(ctx, wid, info.GetExecution().GetRunId())}
+	}
 	if st.Status != "" {
 		st.State = workflows.State(st.Status)
 	}
 	return st, nil
+}
+
+// endedBy is the final status of a run the server closed before it could
+// record one itself; empty for any other.
+func endedBy(st enumspb.WorkflowExecutionStatus) workflows.Status {
+	switch st {
+	case enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED:
+		return workflows.StatusTerminated
+	case enumspb.WORKFLOW_EXECUTION_STATUS_TIMED_OUT:
+		return workflows.StatusTimedOut
+	}
+	return ""
+}
+
+// endReason is the reason and identity a termination gave, read from the
+// run's closing event; empty when there is none.
+func (s *Client) endReason(ctx context.Context, wid, runID string) string {
+	it := s.c.GetWorkflowHistory(ctx, wid, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
+	if !it.HasNext() {
+		return ""
+	}
+	ev, err := it.Next()
+	if err != nil {
+		return ""
+	}
+	if a := ev.GetWorkflowExecutionTerminatedEventAttributes(); a != nil {
+		if a.GetIdentity() != "" {
+			return fmt.Sprintf("%s (by %s)", a.GetReason(), a.GetIdentity())
+		}
+		return a.GetReason()
+	}
+	return ""
 }
 
 // Review sends a review decision through the validated update: a malformed
@@ -404,9 +477,21 @@ func (s *Client) Review(ctx context.Context, key string, d workflows.ReviewDecis
 type NotAwaitingReviewError struct {
 	Key   string
 	State workflows.State
+	// Ended, for a run the server terminated or timed out, is which and when.
+	Ended *workflows.RunEnded
 }
 
 func (e *NotAwaitingReviewError) Error() string {
+	switch {
+	case e.Ended != nil:
+		return fmt.Sprintf("delivery %s is not awaiting review: its run %s was %s at %s, so nothing can decide it; "+
+			"to move on, deliver the operation again (courier deliver, same payload): the new run parks for review "+
+			"naming this run wherever a repeat could apply it twice",
+			e.Key, e.Ended.RunID, strings.ReplaceAll(string(e.Ended.How), "_", " "), e.Ended.At.UTC().Format(time.RFC3339))
+	case e.State == workflows.State(workflows.StatusCanceled):
+		return fmt.Sprintf("delivery %s is not awaiting review: it was canceled, so nothing can decide it; "+
+			"to move on, deliver the operation again (courier deliver, same payload)", e.Key)
+	}
 	return fmt.Sprintf("delivery %s is not awaiting review (state %s): there is nothing to decide", e.Key, e.State)
 }
 
@@ -431,12 +516,12 @@ func (s *Client) reviewError(ctx context.Context, key string, err error) error {
 		if serr != nil {
 			return serr
 		}
-		return &NotAwaitingReviewError{Key: key, State: st.State}
+		return &NotAwaitingReviewError{Key: key, State: st.State, Ended: st.Ended}
 	case errors.As(err, &app):
 		// The validator runs against the workflow's state; say which
 		// state when that is what it objected to.
 		if st, serr := s.Status(ctx, key); serr == nil && st.State != workflows.StateAwaitingReview {
-			return &NotAwaitingReviewError{Key: key, State: st.State}
+			return &NotAwaitingReviewError{Key: key, State: st.State, Ended: st.Ended}
 		}
 		return &ReviewRefusedError{Key: key, Reason: app.Message()}
 	}
@@ -466,7 +551,13 @@ var ListStates = []string{
 	string(workflows.StateAwaitingReview),
 	string(workflows.StatusCreated), string(workflows.StatusDuplicate), string(workflows.StatusConflict),
 	string(workflows.StatusRejected), string(workflows.StatusAttemptLimit),
-	string(workflows.StatusDeliveredByReview), string(workflows.StatusAbandoned),
+	string(workflows.StatusDeliveredByReview), string(workflows.StatusAbandoned), string(workflows.StatusCanceled),
+}
+
+// waitingStates are the ListStates of running deliveries.
+var waitingStates = []string{
+	string(workflows.StateDelivering), string(workflows.StatePaused), string(workflows.StateCircuitOpen),
+	string(workflows.StateAwaitingReview),
 }
 
 // ListOptions filter a listing; zero values match everything.
@@ -483,6 +574,11 @@ func (o ListOptions) Query() string {
 	q := fmt.Sprintf("WorkflowType = %q", workflows.WorkflowType)
 	if o.State != "" {
 		q += fmt.Sprintf(" AND %s = %q", workflows.SAState.GetName(), o.State)
+		if slices.Contains(waitingStates, o.State) {
+			// A run terminated while waiting keeps the state it last
+			// published; only a running one is still waiting.
+			q += ` AND ExecutionStatus = "Running"`
+		}
 	}
 	if o.Destination != "" {
 		q += fmt.Sprintf(" AND %s = %q", workflows.SADestination.GetName(), o.Destination)

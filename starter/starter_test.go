@@ -155,8 +155,10 @@ func TestListByState(t *testing.T) {
 
 func TestListQuery(t *testing.T) {
 	require.Equal(t, `WorkflowType = "Delivery"`, starter.ListOptions{}.Query())
-	require.Equal(t, `WorkflowType = "Delivery" AND CourierState = "awaiting_review" AND CourierDestination = "legacy"`,
+	require.Equal(t, `WorkflowType = "Delivery" AND CourierState = "awaiting_review" AND ExecutionStatus = "Running" AND CourierDestination = "legacy"`,
 		starter.ListOptions{State: "awaiting_review", Destination: "legacy"}.Query())
+	require.Equal(t, `WorkflowType = "Delivery" AND CourierState = "abandoned"`,
+		starter.ListOptions{State: "abandoned"}.Query(), "a final state is final however the run closed")
 }
 
 func TestStartJoinsAndConflicts(t *testing.T) {

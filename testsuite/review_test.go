@@ -126,6 +126,25 @@ func (s *ReviewSuite) TestQueryWhileParked() {
 	s.Equal(1, s.effects())
 }
 
+// TestCanceledWhileParked: a cancel request ends a parked delivery as
+// canceled, in its result, its status query and its details, and says its
+// attempt may have applied.
+func (s *ReviewSuite) TestCanceledWhileParked() {
+	s.at(time.Hour, func() {
+		s.Equal(workflows.StateAwaitingReview, s.status().State)
+		s.env.CancelWorkflow()
+	})
+	res := s.start(s.dest.Config)
+	s.Equal(workflows.StatusCanceled, res.Status)
+	s.False(res.LeftNoEffect(), "its attempt lost its response")
+	s.Contains(res.Error, "may have applied")
+	st := s.status()
+	s.Equal(workflows.State(workflows.StatusCanceled), st.State)
+	s.Contains(s.metadata().GetCurrentDetails(), "**canceled**")
+	s.NotContains(s.metadata().GetCurrentDetails(), "courier review")
+	s.Equal(1, s.effects())
+}
+
 // TestDetailsTellTheStory: the web UI's current details say in their first
 // line why the delivery waits, then give the evidence copyable, the
 // commands and the update template; they name who decided what, and why a

@@ -65,7 +65,39 @@ func (ds *Deliveries) Delivery(ctx workflow.Context, in DeliveryInput) (Delivery
 	if err := d.setup(ctx); err != nil {
 		return DeliveryResult{}, err
 	}
-	return d.run(ctx)
+	res, err := d.run(ctx)
+	if ctx.Err() != nil && !d.closed && d.cancelEnds(ctx) {
+		return d.canceled(ctx)
+	}
+	return res, err
+}
+
+// versionCancelEnds marks deliveries that end a cancel request in a final
+// status of their own (canceled), recorded as any other end is. Asked only
+// once a cancel request has come, so no other history carries it.
+const versionCancelEnds = "cancel-ends"
+
+func (d *delivery) cancelEnds(ctx workflow.Context) bool {
+	return workflow.GetVersion(ctx, versionCancelEnds, workflow.DefaultVersion, 1) == 1
+}
+
+// canceled ends a canceled delivery: its final bookkeeping runs on a
+// context the cancel does not reach. A delivery that had settled on its
+// own keeps its status.
+func (d *delivery) canceled(ctx workflow.Context) (DeliveryResult, error) {
+	ctx, _ = workflow.NewDisconnectedContext(ctx)
+	if d.res.Status != "" {
+		return d.close(ctx, d.res.Status, d.res.Error)
+	}
+	cause := "canceled on request before anything was sent"
+	if !d.res.LeftNoEffectIf(StatusCanceled) {
+		cause = fmt.Sprintf("canceled on request after %d attempt(s), which may have applied (an attempt in flight is an unknown outcome): "+
+			"check the destination; delivering the operation again parks for review wherever a repeat could apply it twice",
+			len(d.res.Attempts))
+	} else if len(d.res.Attempts) > 0 {
+		cause = fmt.Sprintf("canceled on request after %d attempt(s), none of which applied", len(d.res.Attempts))
+	}
+	return d.finish(ctx, StatusCanceled, nil, cause)
 }
 
 // delivery is one workflow's state; handlers read it, run changes it.
@@ -109,6 +141,8 @@ type delivery struct {
 	released bool
 	heldFor  time.Duration
 	holds    int
+	// closed: finish has run to its end; a cancel after it changes nothing.
+	closed bool
 }
 
 func (d *delivery) setup(ctx workflow.Context) error {
@@ -147,7 +181,15 @@ func (d *delivery) setup(ctx workflow.Context) error {
 				d.deliverSeen, d.starter = true, r.Caller
 			}
 			if err := workflow.Await(ctx, d.settled); err != nil {
-				return Settled{}, err
+				if ctx.Err() == nil || !d.cancelEnds(ctx) {
+					return Settled{}, err
+				}
+				// Canceled: the delivery still ends (canceled), and that
+				// end is this caller's answer.
+				dctx, _ := workflow.NewDisconnectedContext(ctx)
+				if err := workflow.Await(dctx, d.settled); err != nil {
+					return Settled{}, err
+				}
 			}
 			return Settled{DeliveryStatus: d.status(), Starter: d.starter}, nil
 		},
@@ -245,6 +287,11 @@ func (d *delivery) run(ctx workflow.Context) (DeliveryResult, error) {
 
 	for {
 		out := d.attempt(ctx)
+		if ctx.Err() != nil && d.cancelEnds(ctx) {
+			// Canceled: the attempt is recorded (unknown, if it was in
+			// flight) and nothing more is decided or sent.
+			return DeliveryResult{}, ctx.Err()
+		}
 		if out.Class == contract.ClassHeld {
 			// Nothing was sent: no attempt, no budget, no deadline spent.
 			if err := d.hold(ctx, out.Hold); err != nil {
@@ -917,10 +964,16 @@ func (d *delivery) finish(ctx workflow.Context, st Status, receipt *activities.R
 		kv = append(kv, "cause", cause)
 	}
 	d.logger(ctx).Info("delivery finished", kv...)
+	return d.close(ctx, st, cause)
+}
+
+// close ends the run of a finished delivery.
+func (d *delivery) close(ctx workflow.Context, st Status, cause string) (DeliveryResult, error) {
 	// Deliver updates waiting for this end answer before the run closes.
 	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 		return DeliveryResult{}, err
 	}
+	d.closed = true
 	if !st.Delivered() && d.desk(ctx) {
 		// Failed in the web UI's list, where Completed reads as delivered;
 		// the result travels in the failure (see NotDeliveredResult).

@@ -115,6 +115,8 @@ func (d *delivery) headline() string {
 		if rec, ok := lastDecision(d.res.Review, true); ok {
 			return fmt.Sprintf("%s: decided by %s: %s", st, code(rec.Reviewer), code(rec.Note))
 		}
+	case d.res.Status == StatusCanceled:
+		return st + ": " + code(excerpt(d.res.Error, detailErrorLen))
 	case d.res.Status != "":
 		return st + ": nothing was delivered: " + code(excerpt(d.res.Error, detailErrorLen))
 	case d.waiting():

@@ -35,7 +35,7 @@ const (
 	// ErrInvalidReview is the error type of a review update the workflow refused.
 	ErrInvalidReview = "InvalidReview"
 	// ErrNotDelivered is the error type of a delivery that ended without an
-	// effect (rejected, conflict, attempt_limit, abandoned): the run fails,
+	// effect (rejected, conflict, attempt_limit, abandoned, canceled): the run fails,
 	// so the web UI shows it apart from the delivered ones, and the
 	// failure's details are its DeliveryResult.
 	ErrNotDelivered = "NotDelivered"

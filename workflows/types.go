@@ -32,7 +32,22 @@ const (
 	StatusAttemptLimit      Status = contract.FinalAttemptLimit
 	StatusDeliveredByReview Status = "delivered_by_review"
 	StatusAbandoned         Status = "abandoned"
+	// StatusCanceled: a cancel request ended the delivery; an attempt in
+	// flight then is recorded as an unknown outcome.
+	StatusCanceled Status = contract.FinalCanceled
+	// StatusTerminated and StatusTimedOut are never set by the workflow:
+	// the server ended the run, which then cannot say so itself, and the
+	// starter reports it from the run's execution status.
+	StatusTerminated Status = "terminated"
+	StatusTimedOut   Status = "timed_out"
 )
+
+// EndedUnfinished reports whether a final status means the run was stopped
+// from outside before it settled: whatever it sent may have applied, and
+// the operation may run again under the earlier-run rule.
+func (s Status) EndedUnfinished() bool {
+	return s == StatusCanceled || s == StatusTerminated || s == StatusTimedOut
+}
 
 // Delivered reports whether a final status means the effect is at the
 // destination.
@@ -222,11 +237,16 @@ type DeliveryResult struct {
 // LeftNoEffect reports whether this finished delivery provably applied
 // nothing, so the operation may run again (contract.RunLeftNoEffect).
 func (r DeliveryResult) LeftNoEffect() bool {
+	return r.LeftNoEffectIf(r.Status)
+}
+
+// LeftNoEffectIf is LeftNoEffect for this delivery had it ended in st.
+func (r DeliveryResult) LeftNoEffectIf(st Status) bool {
 	classes := make([]contract.Class, len(r.Attempts))
 	for i, a := range r.Attempts {
 		classes[i] = a.Class
 	}
-	return contract.RunLeftNoEffect(string(r.Status), classes)
+	return contract.RunLeftNoEffect(string(st), classes)
 }
 
 // DeliverRequest is the deliver update's argument.
@@ -257,5 +277,16 @@ type DeliveryStatus struct {
 	Operation opkey.Operation `json:"operation"`
 	// Hold is why a paused or circuit_open delivery waits.
 	Hold *activities.Hold `json:"hold,omitempty"`
+	// Ended, for a run the server terminated or timed out, says which run
+	// and when; the rest is what the run had recorded by then.
+	Ended *RunEnded `json:"ended,omitempty"`
 	DeliveryResult
+}
+
+// RunEnded is how the server ended a run that could not record it itself.
+type RunEnded struct {
+	RunID  string    `json:"run_id"`
+	How    Status    `json:"how"` // terminated or timed_out
+	At     time.Time `json:"at"`
+	Reason string    `json:"reason,omitempty"`
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/opkey"
@@ -119,6 +120,29 @@ func outcome(st workflows.DeliveryStatus) error {
 		return &exitError{code: codeRejected, err: fmt.Errorf("rejected: %s", st.Error)}
 	case workflows.State(workflows.StatusAttemptLimit), workflows.State(workflows.StatusAbandoned):
 		return &exitError{code: codeNotDelivered, err: fmt.Errorf("not delivered (%s): %s", st.State, st.Error)}
+	case workflows.State(workflows.StatusCanceled), workflows.State(workflows.StatusTerminated), workflows.State(workflows.StatusTimedOut):
+		return &exitError{code: codeStopped, err: stopped(st)}
 	}
 	return &exitError{code: codeError, err: fmt.Errorf("delivery %s is %s", st.Key, st.State)}
+}
+
+// stopped says how a delivery stopped before it settled, and how to go on.
+func stopped(st workflows.DeliveryStatus) error {
+	how := strings.ReplaceAll(string(st.State), "_", " ")
+	if e := st.Ended; e != nil {
+		how = fmt.Sprintf("%s (run %s, at %s", how, e.RunID, e.At.UTC().Format(time.RFC3339))
+		if e.Reason != "" {
+			how += ": " + e.Reason
+		}
+		how += ")"
+	} else if st.Error != "" {
+		how += ": " + st.Error
+	}
+	applied := "none of its attempts applied"
+	if !st.LeftNoEffectIf(workflows.StatusCanceled) {
+		applied = fmt.Sprintf("its %d attempt(s) may have applied: check the destination", len(st.Attempts))
+	}
+	return fmt.Errorf("delivery %s stopped before it settled: %s; %s.\n"+
+		"to go on, deliver the operation again with the same payload: the new run parks for review, naming this run, "+
+		"wherever a repeat could apply it twice", st.Key, how, applied)
 }

@@ -28,6 +28,7 @@ const (
 	codeUnknownKey
 	codeRefused
 	codeViolation
+	codeStopped
 )
 
 // exitStatuses are the meanings, as the help prints them.
@@ -42,6 +43,7 @@ var exitStatuses = [...]string{
 	codeUnknownKey:   "unknown key: no delivery has this key",
 	codeRefused:      "refused: the delivery is not awaiting review, the reviewer is not allowed, or the destination's gate refused the change",
 	codeViolation:    "contract violation (probe): the destination does not do what its contract declares",
+	codeStopped:      "stopped: canceled or terminated before it settled; whether an attempt applied is in its attempts and error; deliver again to go on",
 }
 
 // basicExits are the statuses every command can exit with.

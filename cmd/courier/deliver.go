@@ -28,7 +28,7 @@ and nothing is sent. Temporal is found through TEMPORAL_ADDRESS and TEMPORAL_NAM
 		Example: `  courier deliver --destination helpdesk --operation create-ticket --id order-1 --payload '{"subject": "Call back"}'
   courier deliver --destination helpdesk --operation create-ticket --id order-1 --payload @ticket.json --no-wait`,
 		Args:        noArgs,
-		Annotations: exits(codeOK, codeError, codeUsage, codeConflict, codeRejected, codeAwaiting, codeNotDelivered),
+		Annotations: exits(codeOK, codeError, codeUsage, codeConflict, codeRejected, codeAwaiting, codeNotDelivered, codeStopped),
 	}
 	f := c.Flags()
 	f.StringVar(&in.Destination, "destination", "", "destination `name`, as in the workers' destinations file")

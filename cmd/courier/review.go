@@ -65,7 +65,7 @@ how many accepted the decision, ignored it (and why) or received it again, as JS
 			return keyArg(c, args)
 		},
 		Annotations: exits(codeOK, codeError, codeUsage, codeRejected, codeAwaiting, codeNotDelivered,
-			codeUnknownKey, codeRefused),
+			codeUnknownKey, codeRefused, codeStopped),
 	}
 	f := c.Flags()
 	f.StringVar(&d.Decision, "decision", "", "retry, delivered or abandon")

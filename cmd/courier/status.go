@@ -16,7 +16,8 @@ func statusCommand() *cobra.Command {
 		Short: "print a delivery's status",
 		Long: `Prints a delivery's status as JSON: its state, every attempt, the story of events, the
 evidence of a review and the receipt. KEY is the key ` + "`courier deliver`" + ` printed, or the
-workflow ID delivery-KEY. The exit status is 0 whatever the delivery's state.`,
+workflow ID delivery-KEY. A run the server terminated shows as terminated, with the run and
+when, not as the state it was stopped in. The exit status is 0 whatever the delivery's state.`,
 		Example:     "  courier status 3f0c9a4e-1b2d-5c6e-8f70-9a1b2c3d4e5f",
 		Args:        keyArg,
 		Annotations: exits(codeOK, codeError, codeUsage, codeUnknownKey),
@@ -30,6 +31,9 @@ workflow ID delivery-KEY. The exit status is 0 whatever the delivery's state.`,
 				}
 				if h := st.Hold; h != nil {
 					fmt.Fprintf(os.Stderr, "%s: %s\n", strings.ReplaceAll(h.State, "_", " "), h.Reason)
+				}
+				if st.Status.EndedUnfinished() {
+					fmt.Fprintln(os.Stderr, stopped(st))
 				}
 				return printJSON(os.Stdout, st)
 			})
