@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -59,7 +60,9 @@ func (op Operation) canonical() []byte {
 	return b
 }
 
-// Validate checks the operation's fields, naming the first bad one.
+// Validate checks the operation's fields, naming the first bad one: each
+// field's presence, length and encoding in field order, then, once all of
+// them hold, each field's characters (a *CharacterError).
 func (op Operation) Validate() error {
 	fields := [...]struct {
 		name, value string
@@ -80,7 +83,46 @@ func (op Operation) Validate() error {
 			return fmt.Errorf("%s: not valid UTF-8", f.name)
 		}
 	}
+	// Last, so a CharacterError says the operation passed every older check:
+	// the workflow relies on it to replay deliveries started before this one.
+	for _, f := range fields {
+		if i := strings.IndexFunc(f.value, refused); i >= 0 {
+			r, _ := utf8.DecodeRuneInString(f.value[i:])
+			return &CharacterError{Field: f.name, Char: r, Offset: i}
+		}
+	}
 	return nil
+}
+
+// CharacterError is an identifier holding a character that is not plain
+// text: a control character or a bidirectional formatting character. Such
+// a character changes how the identifier reads wherever it is shown (a log
+// line, a search attribute, a summary, a notice): a line break starts a
+// forged line, a right-to-left override shows the text reversed.
+type CharacterError struct {
+	Field  string // tenant, destination, operation or business_id
+	Char   rune
+	Offset int // in bytes, from 0
+}
+
+func (e *CharacterError) Error() string {
+	kind := "control character"
+	if bidiFormatting(e.Char) {
+		kind = "bidirectional formatting character"
+	}
+	return fmt.Sprintf("%s: %s U+%04X at offset %d: identifiers are plain text; remove it", e.Field, kind, e.Char, e.Offset)
+}
+
+// refused: C0 controls, DEL, C1 controls, and the bidirectional formatting
+// characters.
+func refused(r rune) bool {
+	return r < 0x20 || (r >= 0x7F && r <= 0x9F) || bidiFormatting(r)
+}
+
+// bidiFormatting: the marks (ALM, LRM, RLM), the embeddings and overrides
+// (LRE to RLO) and the isolates (LRI to PDI).
+func bidiFormatting(r rune) bool {
+	return r == 0x061C || r == 0x200E || r == 0x200F || (r >= 0x202A && r <= 0x202E) || (r >= 0x2066 && r <= 0x2069)
 }
 
 // Fingerprint is the SHA-256 (hex) of the payload's canonical JSON. The

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -162,6 +163,60 @@ func TestValidateNamesTheField(t *testing.T) {
 		op := ok
 		c.edit(&op)
 		require.EqualError(t, op.Validate(), c.want)
+	}
+}
+
+// TestValidateRefusesWhatIsNotPlainText: each class of refused character,
+// in each field, named with its code point and byte offset; characters
+// beside them stay accepted.
+func TestValidateRefusesWhatIsNotPlainText(t *testing.T) {
+	ok := Operation{Tenant: "acme", Destination: "helpdesk", Operation: "create-ticket", BusinessID: "example-001"}
+	// The escape's text, and the space and invisible characters that
+	// change no line and no direction, are plain text.
+	for _, s := range []string{"Zürich-商店", "order 7", "a/b?c#d", "..", "😀", `\u202e`, "\u00a0\u200b\u200d\ufeff\u2028"} {
+		op := ok
+		op.Tenant, op.Destination, op.Operation, op.BusinessID = s, s, s, s
+		require.NoError(t, op.Validate(), "%q", s)
+	}
+
+	cases := []struct {
+		edit func(*Operation)
+		want string
+	}{
+		{func(o *Operation) { o.BusinessID = "a\x00b" }, "business_id: control character U+0000 at offset 1: identifiers are plain text; remove it"},
+		{func(o *Operation) { o.Tenant = "acme\r\nforged" }, "tenant: control character U+000D at offset 4: identifiers are plain text; remove it"},
+		{func(o *Operation) { o.Operation = "create\tticket" }, "operation: control character U+0009 at offset 6: identifiers are plain text; remove it"},
+		{func(o *Operation) { o.Destination = "help\x1fdesk" }, "destination: control character U+001F at offset 4: identifiers are plain text; remove it"},
+		{func(o *Operation) { o.BusinessID = "id\x7f" }, "business_id: control character U+007F at offset 2: identifiers are plain text; remove it"},
+		{func(o *Operation) { o.BusinessID = "é\u0085" }, "business_id: control character U+0085 at offset 2: identifiers are plain text; remove it"},
+		{func(o *Operation) { o.BusinessID = "\u0080" }, "business_id: control character U+0080 at offset 0: identifiers are plain text; remove it"},
+		{func(o *Operation) { o.BusinessID = "\u009f" }, "business_id: control character U+009F at offset 0: identifiers are plain text; remove it"},
+		{func(o *Operation) { o.BusinessID = "invoice-\u202efdp.exe" }, "business_id: bidirectional formatting character U+202E at offset 8: identifiers are plain text; remove it"},
+		{func(o *Operation) { o.Tenant = "\u061c" }, "tenant: bidirectional formatting character U+061C at offset 0: identifiers are plain text; remove it"},
+		{func(o *Operation) { o.Tenant = "\u200e" }, "tenant: bidirectional formatting character U+200E at offset 0: identifiers are plain text; remove it"},
+		{func(o *Operation) { o.Tenant = "\u200f" }, "tenant: bidirectional formatting character U+200F at offset 0: identifiers are plain text; remove it"},
+		{func(o *Operation) { o.Operation = "\u202a" }, "operation: bidirectional formatting character U+202A at offset 0: identifiers are plain text; remove it"},
+		{func(o *Operation) { o.Operation = "\u2066" }, "operation: bidirectional formatting character U+2066 at offset 0: identifiers are plain text; remove it"},
+		{func(o *Operation) { o.Operation = "\u2069" }, "operation: bidirectional formatting character U+2069 at offset 0: identifiers are plain text; remove it"},
+		// Every other check, in every field, comes first.
+		{func(o *Operation) { o.Tenant, o.BusinessID = "\n", "" }, "business_id: required, got an empty string"},
+		{func(o *Operation) { o.Tenant, o.Destination = "\u202e", "\xff" }, "destination: not valid UTF-8"},
+		{func(o *Operation) { o.Tenant, o.BusinessID = "t\n", "\u202e" }, "tenant: control character U+000A at offset 1: identifiers are plain text; remove it"},
+	}
+	for _, c := range cases {
+		op := ok
+		c.edit(&op)
+		err := op.Validate()
+		require.EqualError(t, err, c.want)
+		var ce *CharacterError
+		require.Equal(t, strings.Contains(c.want, "identifiers are plain text"), errors.As(err, &ce), c.want)
+	}
+
+	// Not every character in those blocks: the ones around them pass.
+	for _, r := range []rune{0x20, 0x7E, 0xA0, 0x061B, 0x061D, 0x200D, 0x2010, 0x2029, 0x202F, 0x2065, 0x206A} {
+		op := ok
+		op.BusinessID = "x" + string(r)
+		require.NoError(t, op.Validate(), "U+%04X", r)
 	}
 }
 

@@ -267,7 +267,7 @@ func (d *delivery) settled() bool {
 }
 
 func (d *delivery) run(ctx workflow.Context) (DeliveryResult, error) {
-	if err := d.in.Validate(); err != nil {
+	if err := d.in.Validate(); err != nil && refuses(ctx, err) {
 		return d.finish(ctx, StatusRejected, nil, err.Error())
 	}
 	if _, err := opkey.Fingerprint(d.in.Payload); err != nil {
@@ -393,6 +393,21 @@ func (d *delivery) run(ctx workflow.Context) (DeliveryResult, error) {
 			return DeliveryResult{}, err
 		}
 	}
+}
+
+// versionPlainIdentifiers marks deliveries that refuse an identifier with a
+// control or bidirectional formatting character (opkey.CharacterError);
+// those started before the rule delivered it. Asked only for such an
+// identifier, so no other history carries it.
+const versionPlainIdentifiers = "plain-identifiers"
+
+// refuses reports whether the invalid input err ends the delivery. Validate
+// reports a character only once every older check has passed, so a
+// delivery started before the rule went on from here; its history has no
+// marker, and on replay it goes on again.
+func refuses(ctx workflow.Context, err error) bool {
+	var ce *opkey.CharacterError
+	return !errors.As(err, &ce) || workflow.GetVersion(ctx, versionPlainIdentifiers, workflow.DefaultVersion, 1) == 1
 }
 
 const (

@@ -60,7 +60,18 @@ def validate(op):
             v.encode("utf-8")
         except UnicodeEncodeError:
             return f
+    # Characters last, once every field passes the checks above.
+    for f in FIELDS:
+        if any(refused(c) for c in op[f]):
+            return f
     return None
+
+
+def refused(c):
+    """C0 controls, DEL, C1 controls, bidirectional formatting characters."""
+    o = ord(c)
+    return (o < 0x20 or 0x7F <= o <= 0x9F or o in (0x061C, 0x200E, 0x200F)
+            or 0x202A <= o <= 0x202E or 0x2066 <= o <= 0x2069)
 
 
 # ---------------------------------------------------------------- canonical JSON
@@ -434,6 +445,18 @@ INVALID_OPERATIONS = [
     ("empty-business-id", op("acme", "helpdesk", "create-ticket", ""), "business_id"),
     ("tenant-256-bytes", op("t" * 256, "helpdesk", "create-ticket", "example-001"), "tenant"),
     ("business-id-256-bytes", op("acme", "helpdesk", "create-ticket", "\u20ac" * 85 + "x"), "business_id"),
+    ("business-id-nul", op("acme", "helpdesk", "create-ticket", "example\x00001"), "business_id"),
+    ("tenant-cr-lf", op("acme\r\n", "helpdesk", "create-ticket", "example-001"), "tenant"),
+    ("operation-tab", op("acme", "helpdesk", "create\tticket", "example-001"), "operation"),
+    ("destination-del", op("acme", "help\x7fdesk", "create-ticket", "example-001"), "destination"),
+    ("business-id-c1-next-line", op("acme", "helpdesk", "create-ticket", "example\x85001"), "business_id"),
+    ("business-id-right-to-left-override", op("acme", "helpdesk", "create-ticket", "example-\u202e100"), "business_id"),
+    ("tenant-left-to-right-mark", op("\u200eacme", "helpdesk", "create-ticket", "example-001"), "tenant"),
+    ("operation-arabic-letter-mark", op("acme", "helpdesk", "create-ticket\u061c", "example-001"), "operation"),
+    ("business-id-first-strong-isolate", op("acme", "helpdesk", "create-ticket", "example-\u2068001\u2069"), "business_id"),
+    # Characters are checked after every field's other rules: the empty
+    # business id is reported, not the tenant's line feed.
+    ("characters-after-other-rules", op("acme\n", "helpdesk", "create-ticket", ""), "business_id"),
 ]
 
 
@@ -512,8 +535,9 @@ def check_doc_snippet(doc):
 def main():
     doc = build()
     with open(OUT, "w", encoding="utf-8") as f:
-        json.dump(doc, f, ensure_ascii=False, indent=2)
-        f.write("\n")
+        text = json.dumps(doc, ensure_ascii=False, indent=2)
+        # Escaped, so no invisible character changes how the file reads.
+        f.write("".join("\\u%04x" % ord(c) if refused(c) and c != "\n" else c for c in text) + "\n")
     print("wrote %d vectors, %d invalid payloads, %d invalid operations to %s"
           % (len(doc["vectors"]), len(doc["invalid_payloads"]), len(doc["invalid_operations"]), OUT))
     check_doc_snippet(doc)
