@@ -307,9 +307,11 @@ func (p Pointer) isPrefixOf(p2 Pointer) bool {
 var placeholder = regexp.MustCompile(`\{[^{}]*\}`)
 
 // ExpandURL fills a URL template's placeholders, path-escaped in the path
-// and query-escaped in the query. It fails when a placeholder is unknown or
-// a value in the path is empty (an empty segment would name another
-// resource).
+// and query-escaped in the query. It fails when a placeholder is unknown, a
+// value in the path is empty (an empty segment would name another
+// resource), or the values make a whole path segment . or .. (servers and
+// proxies resolve dot-segments away, so the request would reach another
+// resource; escaping cannot help, %2E is decoded first).
 func ExpandURL(tmpl string, v URLValues) (string, error) {
 	values := map[string]string{"{key}": v.Key, "{business_id}": v.BusinessID, "{tenant}": v.Tenant, "{operation}": v.Operation}
 	var errs []error
@@ -330,6 +332,20 @@ func ExpandURL(tmpl string, v URLValues) (string, error) {
 	}
 	path, query, hasQuery := strings.Cut(tmpl, "?")
 	out := fill(path, true)
+	// A value never adds a segment (PathEscape escapes /), so the template's
+	// segments and the URL's pair up.
+	if segs, filled := strings.Split(path, "/"), strings.Split(out, "/"); len(segs) == len(filled) {
+		for i, seg := range segs {
+			if (filled[i] == "." || filled[i] == "..") && placeholder.MatchString(seg) {
+				what := "path segment " + seg
+				if placeholder.FindString(seg) == seg {
+					what = "placeholder " + seg
+				}
+				errs = append(errs, fmt.Errorf("%s: %q: a path segment of . or .. names another resource; "+
+					"use another value, or put the placeholder in the query", what, filled[i]))
+			}
+		}
+	}
 	if hasQuery {
 		out += "?" + fill(query, false)
 	}

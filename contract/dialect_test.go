@@ -3,6 +3,7 @@ package contract
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -195,6 +196,40 @@ func TestExpandURL(t *testing.T) {
 	u, err = ExpandURL("https://h/x?tenant={tenant}", URLValues{})
 	require.NoError(t, err, "an empty query value names no other resource")
 	require.Equal(t, "https://h/x?tenant=", u)
+}
+
+// TestExpandURLRefusesDotSegments: a value that makes a path segment . or
+// .. would reach another resource; anywhere else dots are plain.
+func TestExpandURLRefusesDotSegments(t *testing.T) {
+	const tmpl = "https://h/things/{business_id}/notes?ref={business_id}"
+	for id, want := range map[string]string{
+		".":  `placeholder {business_id}: ".": a path segment of . or .. names another resource; use another value, or put the placeholder in the query`,
+		"..": `placeholder {business_id}: "..": a path segment of . or .. names another resource; use another value, or put the placeholder in the query`,
+	} {
+		_, err := ExpandURL(tmpl, URLValues{BusinessID: id})
+		require.EqualError(t, err, want)
+		u, err := ExpandURL("https://h/things?ref={business_id}", URLValues{BusinessID: id})
+		require.NoError(t, err, "in the query, %q is a value", id)
+		require.Equal(t, "https://h/things?ref="+id, u)
+	}
+	for _, id := range []string{"...", ".hidden", "v1.2", "..x", "./", "../x", "%2e%2e"} {
+		u, err := ExpandURL(tmpl, URLValues{BusinessID: id})
+		require.NoError(t, err, id)
+		require.Equal(t, "https://h/things/"+url.PathEscape(id)+"/notes?ref="+url.QueryEscape(id), u)
+	}
+
+	// A segment the value only completes is refused as well; one it is
+	// only part of is not.
+	_, err := ExpandURL("https://h/{tenant}{business_id}", URLValues{Tenant: ".", BusinessID: "."})
+	require.EqualError(t, err, `path segment {tenant}{business_id}: "..": a path segment of . or .. names another resource; use another value, or put the placeholder in the query`)
+	_, err = ExpandURL("https://h/.{business_id}/x", URLValues{BusinessID: "."})
+	require.ErrorContains(t, err, `path segment .{business_id}: ".."`)
+	u, err := ExpandURL("https://h/things/{business_id}.json", URLValues{BusinessID: "."})
+	require.NoError(t, err)
+	require.Equal(t, "https://h/things/..json", u)
+	u, err = ExpandURL("https://h/things/../{business_id}", URLValues{BusinessID: "b"})
+	require.NoError(t, err, "the template's own segments are its author's")
+	require.Equal(t, "https://h/things/../b", u)
 }
 
 func TestPointer(t *testing.T) {

@@ -120,7 +120,29 @@ func TestNotSentWhenTheDeliveryDoesNotFit(t *testing.T) {
 	out = newAdapter(t, d).Deliver(context.Background(), request("k"))
 	require.Equal(t, contract.ClassRejected, out.Class)
 	require.Contains(t, out.Error, `contract.key_field: /subject/key: "/subject" is not a JSON object`)
+
+	// A business id of .. in the path would reach /things/.. resolved: another resource.
+	dots := request("k")
+	dots.BusinessID = ".."
+	out = newAdapter(t, destination(hs.URL+"/things/{business_id}")).Deliver(context.Background(), dots)
+	require.Equal(t, contract.ClassRejected, out.Class)
+	require.Equal(t, `not sent: url: placeholder {business_id}: "..": a path segment of . or .. names another resource; `+
+		`use another value, or put the placeholder in the query`, out.Error)
+
+	// Nor is a delivery sent that its lookup could not find after a lost answer.
+	d = destination(hs.URL + "/things")
+	d.Contract.Dedup, d.LookupURL = contract.DedupLookup, hs.URL+"/things/{business_id}"
+	out = newAdapter(t, d).Deliver(context.Background(), dots)
+	require.Equal(t, contract.ClassRejected, out.Class)
+	require.Contains(t, out.Error, `not sent: lookup_url: placeholder {business_id}: "..": a path segment of . or .. names another resource`)
+	_, err := newAdapter(t, d).Lookup(context.Background(), dots)
+	require.ErrorContains(t, err, `lookup_url: placeholder {business_id}: "..": a path segment of . or .. names another resource`)
 	require.Empty(t, got(), "nothing reached the destination")
+
+	// In the query, .. is a value like any other.
+	d = destination(hs.URL + "/things?ref={business_id}")
+	require.Equal(t, contract.ClassCreated, newAdapter(t, d).Deliver(context.Background(), dots).Class)
+	require.Equal(t, "ref=..", got()[0].rawQuery)
 }
 
 func TestReceiptByPointer(t *testing.T) {

@@ -36,6 +36,13 @@ func (a *Adapter) request(ctx context.Context, req activities.Request, c contrac
 	if err != nil {
 		return nil, fmt.Errorf("url: %w", err)
 	}
+	if c.Dedup == contract.DedupLookup && a.d.LookupURL != "" {
+		// After a lost answer the lookup alone tells whether the effect
+		// exists: a delivery it could not look up is not sent at all.
+		if _, err := contract.ExpandURL(a.d.LookupURL, urlValues(req)); err != nil {
+			return nil, fmt.Errorf("lookup_url: %w", err)
+		}
+	}
 	body, err := requestBody(req.Payload, a.d.Body, c.KeyField, req.Key)
 	if err != nil {
 		return nil, err
