@@ -11,6 +11,10 @@ package testsuite
 //	  null), duplicate member, lone surrogate     by hand (rejected, no attempt)
 //	payload over 256 KiB                        starter; workflow by hand                  TestBadStarts
 //	field over 255 bytes, field missing         starter; workflow by hand                  TestBadStarts
+//	identifier with a control or bidirectional  starter, CLI; workflow by hand (rejected,  TestRealPlainIdentifiers;
+//	  formatting character                        no attempt)                                test env: TestIdentifiers
+//	a value that makes a URL path segment       the attempt, which sends nothing           TestRealPlainIdentifiers
+//	  . or ..                                     (rejected)
 //	unknown destination                         the worker, at the first attempt, which    TestBadStarts
 //	                                              sends nothing (the starter cannot know
 //	                                              the workers' config)

@@ -191,6 +191,7 @@ func TestCLI(t *testing.T) {
 		{"awaiting review, list, review", testReview},
 		{"unknown destination", testUnknownDestination},
 		{"malformed JSON", testMalformedJSON},
+		{"identifiers not plain text", testIdentifiersNotPlain},
 		{"missing flags", testMissingFlags},
 		{"unknown and bad keys", testKeys},
 		{"Temporal unreachable", testUnreachable},
@@ -414,6 +415,23 @@ func testMalformedJSON(t *testing.T, c *cli) {
 	require.Equal(t, codeUsage, nofile.code)
 	require.Contains(t, nofile.stderr, "--payload @/nonexistent/payload.json: open /nonexistent/payload.json: no such file or directory")
 	require.Equal(t, 0, c.effects("helpdesk", "cli-json"))
+}
+
+// testIdentifiersNotPlain: an identifier with a control or bidirectional
+// formatting character is a usage error, and nothing starts.
+func testIdentifiersNotPlain(t *testing.T, c *cli) {
+	id := "cli-\u202eexe.pdf"
+	r := c.deliver("helpdesk", id, ticket(id, "s"))
+	require.Equal(t, codeUsage, r.code, r.stderr)
+	require.Contains(t, r.stderr, "business_id: bidirectional formatting character U+202E at offset 4: identifiers are plain text; remove it")
+	require.Empty(t, r.stdout)
+	require.Equal(t, codeUnknownKey, c.courier("status", keyOf("helpdesk", id)).code, "nothing started")
+
+	tenant := c.courier("deliver", "--tenant", "acme\r\n", "--destination", "helpdesk", "--operation", "create-ticket",
+		"--id", "cli-crlf", "--payload", ticket("cli-crlf", "s"))
+	require.Equal(t, codeUsage, tenant.code, tenant.stderr)
+	require.Contains(t, tenant.stderr, "tenant: control character U+000D at offset 4: identifiers are plain text; remove it")
+	require.Equal(t, 0, c.effects("helpdesk", id)+c.effects("helpdesk", "cli-crlf"))
 }
 
 func testMissingFlags(t *testing.T, c *cli) {
