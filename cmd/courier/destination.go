@@ -111,7 +111,10 @@ func destinationStatusCommand() *cobra.Command {
 		Short: "print destinations' gates: state, since when, why, held deliveries, recent attempts",
 		Long: `Prints the gate of NAME, or of every destination that has one (paused once, or whose
 breaker tripped once): its state (closed, open, half_open, paused), since when and why,
-how many deliveries wait on it, and the classes of the latest attempts reported to it.`,
+how many deliveries wait on it, and the classes of the latest attempts reported to it.
+A gate whose workflow was terminated or canceled while paused (or its breaker open) still
+holds its destination, shown as "paused (gate terminated)": resume clears it, pause
+restores it, each starting a new gate.`,
 		Example:     "  courier destination status\n  courier destination status legacy --json",
 		Args:        cobra.MaximumNArgs(1),
 		Annotations: exits(basicExits...),
@@ -161,9 +164,22 @@ func printGates(gates []starter.DestinationStatus) error {
 		if !g.Since.IsZero() {
 			since = g.Since.Local().Format(time.DateTime)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", g.Name, g.State, since, g.Held, why, strings.Join(recent, ","))
+		state := g.State
+		if g.Stopped != "" && g.State != workflows.GateClosed {
+			state += " (gate " + g.Stopped + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", g.Name, state, since, g.Held, why, strings.Join(recent, ","))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, g := range gates {
+		if g.Stopped != "" && g.State != workflows.GateClosed {
+			// Nothing runs to lift it: the operator decides.
+			fmt.Fprintf(os.Stderr, "%s: its gate was %s while %s; it holds until: %s\n", g.Name, g.Stopped, g.State, workflows.StoppedHow(g.Name))
+		}
+	}
+	return nil
 }
 
 // parseUntil reads an RFC 3339 time, or a duration from now.
