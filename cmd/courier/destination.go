@@ -40,7 +40,8 @@ func pauseCommand() *cobra.Command {
 		Short: "hold every attempt to a destination until it is resumed",
 		Long: `Pauses the destination for every worker. Attempts already under way finish; from the
 moment this command returns no new one is sent, and deliveries to it wait as paused.
---until ends the pause by itself, at an RFC 3339 time or after a duration.`,
+--until ends the pause by itself, at an RFC 3339 time or after a duration. A gate whose
+workflow was terminated or canceled is started again, paused.`,
 		Example: `  courier destination pause legacy --reason "maintenance window" --by alice --until 2h
   courier destination pause legacy --reason "partner outage INC-42" --by alice`,
 		Args:        oneArg("NAME", "the destination's name in the destinations file"),
@@ -82,7 +83,8 @@ func resumeCommand() *cobra.Command {
 		Long: `Ends the destination's pause and closes its circuit breaker if it is open or half-open:
 an operator's way out of a breaker without waiting for its cool-down and probe. Attempts go
 again, and its held deliveries are released at its rate limit. Recorded as a transition by
---by. Refused when it is not paused and its breaker is closed.`,
+--by. Refused when it is not paused and its breaker is closed. A gate whose workflow was
+terminated or canceled while paused or open is started again, resumed.`,
 		Example:     `  courier destination resume legacy --by alice --note "maintenance over"`,
 		Args:        oneArg("NAME", "the destination's name in the destinations file"),
 		Annotations: exits(codeOK, codeError, codeUsage, codeRefused),
