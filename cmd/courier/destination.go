@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -143,14 +144,14 @@ restores it, each starting a new gate.`,
 			if asJSON {
 				return printJSON(os.Stdout, out)
 			}
-			return printGates(out)
+			return printGates(os.Stdout, os.Stderr, out)
 		})
 	}
 	return c
 }
 
-func printGates(gates []starter.DestinationStatus) error {
-	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+func printGates(stdout, stderr io.Writer, gates []starter.DestinationStatus) error {
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "DESTINATION\tSTATE\tSINCE\tHELD\tWHY\tRECENT")
 	for _, g := range gates {
 		why := ""
@@ -178,7 +179,7 @@ func printGates(gates []starter.DestinationStatus) error {
 	for _, g := range gates {
 		if g.Stopped != "" && g.State != workflows.GateClosed {
 			// Nothing runs to lift it: the operator decides.
-			fmt.Fprintf(os.Stderr, "%s: its gate was %s while %s; it holds until: %s\n", g.Name, g.Stopped, g.State, workflows.StoppedHow(g.Name))
+			fmt.Fprintf(stderr, "%s: its gate was %s while %s; it holds until: %s\n", g.Name, g.Stopped, g.State, workflows.StoppedHow(g.Name))
 		}
 	}
 	return nil
