@@ -238,6 +238,12 @@ func (g *Gate) Report(ctx context.Context, dest, key string, out activities.Outc
 	if err != nil {
 		g.log.Warn("read the destination's gate", "destination", dest, "error", err)
 	}
+	if st != nil && st.Stopped != "" && st.State != workflows.GateClosed {
+		// Signal-with-start would start a fresh gate, dropping what the
+		// stopped one held: only an operator's resume or pause starts it.
+		g.log.Warn("not reported: the destination's gate was stopped while holding it", "destination", dest, "stopped", st.Stopped, "state", st.State)
+		return
+	}
 	tripped := st != nil && (st.Breaker.State != workflows.GateClosed || st.Breaker.Failures > 0)
 	if !(b != nil && out.Class.FoundDown()) && !(tripped && (out.Class.FoundDown() || out.Class.Answered() || b == nil)) {
 		return

@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/mocks"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -95,5 +96,19 @@ func TestReadAllKeepsStoppedPauses(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, probe)
 	require.Contains(t, hold.Reason, "its gate was terminated while paused")
+	c.AssertExpectations(t)
+}
+
+// TestReportSparesAStoppedGate: a report to a gate stopped while its
+// breaker was open would start a fresh one by signal-with-start, dropping
+// what it held; it is not sent (the mock fails on any call).
+func TestReportSparesAStoppedGate(t *testing.T) {
+	c := &mocks.Client{}
+	b := &contract.Breaker{Failures: 3, Window: contract.Duration(time.Minute), CoolDown: contract.Duration(time.Minute)}
+	cfg := contract.Config{Destinations: map[string]contract.Destination{"legacy": {Contract: contract.Contract{Breaker: b}}}}
+	g := NewGate(c, "default", nil, cfg, client.MetricsNopHandler, slog.New(slog.DiscardHandler))
+	g.keep("legacy", &workflows.DestinationState{Name: "legacy", State: workflows.GateHalfOpen, Stopped: "terminated",
+		Breaker: workflows.Breaker{State: workflows.GateHalfOpen, Failures: 3}}, time.Now())
+	g.Report(context.Background(), "legacy", "probe", activities.Outcome{Class: contract.ClassNotSent})
 	c.AssertExpectations(t)
 }
