@@ -288,6 +288,92 @@ func TestGateIgnoresForgedReport(t *testing.T) {
 	require.Nil(t, gate.Paused)
 }
 
+// TestStoppedGateKeepsItsPause: a destination is paused and a delivery to
+// it held; then its gate's workflow is terminated by hand. Its pause does
+// not lift: over several of the workers' reads nothing reaches the
+// destination, neither that delivery at its next look nor one started
+// after, and its status says paused, its gate terminated. A resume by a
+// name the reviewers do not list is refused; one by a reviewer starts the
+// gate again, unpaused, and releases both deliveries: one effect each.
+func TestStoppedGateKeepsItsPause(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s := newOpsStack(t, map[string]sandbox.Mode{"stopped": sandbox.ModeHonoursKeys})
+	retry := contract.Retry{MaxAttempts: 3, AttemptTimeout: contract.Duration(5 * time.Second), Deadline: contract.Duration(30 * time.Second)}
+	// Named for this run: the dev server is shared.
+	name := "stopped-" + s.run
+	s.deploy(contract.Config{Reviewers: []string{"alice"},
+		Destinations: map[string]contract.Destination{name: s.dest("stopped", contract.Contract{Dedup: contract.DedupKey, Retry: retry})}})
+	s.startWorker()
+	id := workflows.DestinationWorkflowID(name)
+	*s.workflow = append(*s.workflow, id)
+
+	const reason = "partner maintenance INC-9"
+	// Its end makes the held delivery look again soon, while its gate is
+	// stopped: no gate runs to end it, so it must hold on.
+	until := time.Now().Add(8 * time.Second)
+	_, err := s.starter.Pause(ctx, name, workflows.PauseRequest{Reason: reason, By: "alice", Until: until})
+	require.NoError(t, err)
+	time.Sleep(worker.GateFresh) // the workers' read of the gate
+	before, err := s.starter.Start(ctx, s.input(name, "before-stop"))
+	require.NoError(t, err)
+	s.waitFor(ctx, before.Key, time.Minute, "paused", func(st workflows.DeliveryStatus) bool { return st.State == workflows.StatePaused })
+
+	require.NoError(t, s.c.TerminateWorkflow(ctx, id, "", "by hand"))
+	time.Sleep(3 * time.Second) // several of the workers' reads
+	after, err := s.starter.Start(ctx, s.input(name, "after-stop"))
+	require.NoError(t, err)
+	// Past the pause's end and the held delivery's look at it (spread by up
+	// to 10s), and several more reads.
+	time.Sleep(time.Until(until.Add(15 * time.Second)))
+	require.Empty(t, s.sandbox.Requests("stopped"), "nothing is sent while the stopped gate's pause holds")
+	for _, key := range []string{before.Key, after.Key} {
+		st := s.waitFor(ctx, key, 10*time.Second, "paused", func(st workflows.DeliveryStatus) bool { return st.State == workflows.StatePaused })
+		require.NotNil(t, st.Hold)
+		require.Contains(t, st.Hold.Reason, reason)
+		require.Contains(t, st.Hold.Reason, "its gate was terminated while paused: courier destination resume "+name+" --by NAME")
+		require.Empty(t, st.Attempts)
+	}
+	gate, err := s.starter.Destination(ctx, name)
+	require.NoError(t, err)
+	require.Equal(t, workflows.GatePaused, gate.State)
+	require.Equal(t, "terminated", gate.Stopped)
+	names, err := s.starter.Destinations(ctx)
+	require.NoError(t, err)
+	require.Contains(t, names, name, "courier destination status lists it")
+
+	// The reviewers' check applies to the gate started again.
+	_, err = s.starter.Resume(ctx, name, workflows.ResumeRequest{By: "mallory", Note: "mine now"})
+	var refused *starter.GateRefusedError
+	require.ErrorAs(t, err, &refused)
+	require.Contains(t, refused.Reason, `by: "mallory" may not resume destinations; allowed: alice`)
+	gate, err = s.starter.Destination(ctx, name)
+	require.NoError(t, err)
+	require.Equal(t, workflows.GatePaused, gate.State, "a refused resume leaves it paused, its gate running again")
+	require.Empty(t, gate.Stopped)
+	// Stopped again: the latest of its stopped runs decides.
+	require.NoError(t, s.c.TerminateWorkflow(ctx, id, "", "by hand, again"))
+	time.Sleep(2 * worker.GateFresh)
+	require.Empty(t, s.sandbox.Requests("stopped"))
+
+	st, err := s.starter.Resume(ctx, name, workflows.ResumeRequest{By: "alice", Note: "maintenance over"})
+	require.NoError(t, err)
+	require.Equal(t, workflows.GateClosed, st.State)
+	for _, key := range []string{before.Key, after.Key} {
+		st := s.waitFor(ctx, key, time.Minute, "finished", func(st workflows.DeliveryStatus) bool { return st.Status != "" })
+		require.Equal(t, workflows.StatusCreated, st.Status, "%s: %+v", key, st.Events)
+		require.Len(t, st.Attempts, 1)
+	}
+	require.Equal(t, 2, s.effects("stopped"), "one effect per delivery")
+	gate, err = s.starter.Destination(ctx, name)
+	require.NoError(t, err)
+	require.Equal(t, workflows.GateClosed, gate.State)
+	require.Empty(t, gate.Stopped)
+	last := gate.Transitions[len(gate.Transitions)-1]
+	require.Equal(t, "alice", last.By, "who resumed is recorded")
+	require.Contains(t, last.Why, "maintenance over")
+}
+
 // scrape reads a worker's /metrics.
 func scrape(t *testing.T, w *lab.Worker) string {
 	resp, err := http.Get("http://" + w.MetricsAddr() + "/metrics")

@@ -384,3 +384,36 @@ func (s *GateSuite) TestResumeClosesTheBreaker() {
 	})
 	s.run()
 }
+
+// TestStoppedGateStartsAgainPaused: a gate started again from what a
+// stopped run held (as pause and resume of a stopped gate start it) is
+// paused from its first moment; its reviewers' check applies, and a
+// reviewer's resume closes it and releases the held deliveries.
+func (s *GateSuite) TestStoppedGateStartsAgainPaused() {
+	since := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	held := &workflows.DestinationState{Name: s.dest, State: workflows.GatePaused, Since: since,
+		Paused:      &workflows.Pause{Reason: "INC-7", By: "alice", Since: since},
+		Breaker:     workflows.Breaker{State: workflows.GateClosed},
+		Transitions: []workflows.Transition{{At: since, From: workflows.GateClosed, To: workflows.GatePaused, By: "alice", Why: "INC-7"}}}
+	s.at(time.Second, func() {
+		h, probe := s.state().Hold(s.env.Now())
+		s.Require().NotNil(h)
+		s.False(probe)
+		s.Equal("INC-7 (paused by alice)", h.Reason, "running again: no longer stopped")
+		s.update(workflows.UpdateResume, "mallory", workflows.ResumeRequest{By: "mallory"}, func(_ any, err error) {
+			s.ErrorContains(err, `by: "mallory" may not resume destinations`)
+		})
+	})
+	s.at(2*time.Second, func() {
+		s.Equal(workflows.GatePaused, s.state().State)
+		s.Zero(s.released)
+		s.update(workflows.UpdateResume, "bob", workflows.ResumeRequest{By: "bob", Note: "gate back"}, func(_ any, err error) { s.NoError(err) })
+	})
+	s.at(3*time.Second, func() {
+		st := s.state()
+		s.Equal(workflows.GateClosed, st.State)
+		s.Equal(1, s.released)
+		s.Equal([]string{"paused by alice", "closed by bob"}, path(st))
+	})
+	s.runFrom(held)
+}

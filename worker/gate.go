@@ -112,15 +112,20 @@ func (g *Gate) keep(dest string, st *workflows.DestinationState, at time.Time) {
 	}
 }
 
-// readAll lists every running gate with its memo, in one visibility call,
-// and keeps a read of each configured destination: listed, or closed.
+// readAll lists every gate's runs that may decide it (running, or stopped
+// without continuing) with their memos, in one visibility call, and keeps
+// a read of each configured destination: its latest run's gate, or closed.
 func (g *Gate) readAll(ctx context.Context) error {
 	at := time.Now()
-	got := map[string]*workflows.DestinationState{}
+	type latest struct {
+		run  workflows.GateRun
+		memo *commonpb.Memo
+	}
+	runs := map[string]latest{}
 	var token []byte
 	for {
 		resp, err := g.c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-			Query:         workflows.GatesQuery,
+			Query:         workflows.GateRunsQuery,
 			NextPageToken: token,
 		})
 		if err != nil {
@@ -128,15 +133,22 @@ func (g *Gate) readAll(ctx context.Context) error {
 		}
 		for _, e := range resp.GetExecutions() {
 			name := strings.TrimPrefix(e.GetExecution().GetWorkflowId(), workflows.DestinationIDPrefix)
-			st, err := gateFromMemo(g.dc, e.GetMemo(), name)
-			if err != nil {
-				return err
+			run := workflows.GateRun{Status: e.GetStatus(), CloseTime: e.GetCloseTime().AsTime()}
+			if l, ok := runs[name]; !ok || workflows.LatestGateRun(l.run, run) {
+				runs[name] = latest{run, e.GetMemo()}
 			}
-			got[name] = st
 		}
 		if token = resp.GetNextPageToken(); len(token) == 0 {
 			break
 		}
+	}
+	got := map[string]*workflows.DestinationState{}
+	for name, l := range runs {
+		st, err := gateFromMemo(g.dc, l.memo, name)
+		if err != nil {
+			return err
+		}
+		got[name] = workflows.GateOfRun(l.run.Status, st)
 	}
 	for _, name := range g.cfg.Names() {
 		g.keep(name, got[name], at)
@@ -144,8 +156,9 @@ func (g *Gate) readAll(ctx context.Context) error {
 	return nil
 }
 
-// readGate reads a destination's gate from its workflow's memo; nil when it
-// has none (never paused, breaker never tripped): closed.
+// readGate reads a destination's gate from its latest run's memo and
+// status; nil when it has none (never paused, breaker never tripped) or it
+// holds nothing back: closed.
 func readGate(ctx context.Context, c client.Client, dc converter.DataConverter, dest string) (*workflows.DestinationState, error) {
 	desc, err := c.DescribeWorkflowExecution(ctx, workflows.DestinationWorkflowID(dest), "")
 	var nf *serviceerror.NotFound
@@ -155,7 +168,12 @@ func readGate(ctx context.Context, c client.Client, dc converter.DataConverter, 
 	if err != nil {
 		return nil, fmt.Errorf("read the gate of %s: %w", dest, err)
 	}
-	return gateFromMemo(dc, desc.GetWorkflowExecutionInfo().GetMemo(), dest)
+	info := desc.GetWorkflowExecutionInfo()
+	st, err := gateFromMemo(dc, info.GetMemo(), dest)
+	if err != nil {
+		return nil, err
+	}
+	return workflows.GateOfRun(info.GetStatus(), st), nil
 }
 
 // gateFromMemo is the gate a gate workflow's memo holds; nil when it has
@@ -219,6 +237,12 @@ func (g *Gate) Report(ctx context.Context, dest, key string, out activities.Outc
 	st, err := g.State(ctx, dest, GateFresh)
 	if err != nil {
 		g.log.Warn("read the destination's gate", "destination", dest, "error", err)
+	}
+	if st != nil && st.Stopped != "" && st.State != workflows.GateClosed {
+		// Signal-with-start would start a fresh gate, dropping what the
+		// stopped one held: only an operator's resume or pause starts it.
+		g.log.Warn("not reported: the destination's gate was stopped while holding it", "destination", dest, "stopped", st.Stopped, "state", st.State)
+		return
 	}
 	tripped := st != nil && (st.Breaker.State != workflows.GateClosed || st.Breaker.Failures > 0)
 	if !(b != nil && out.Class.FoundDown()) && !(tripped && (out.Class.FoundDown() || out.Class.Answered() || b == nil)) {

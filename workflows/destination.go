@@ -112,6 +112,9 @@ type DestinationState struct {
 	// Recent are the latest reports, newest last.
 	Recent      []Report     `json:"recent,omitempty"`
 	Transitions []Transition `json:"transitions,omitempty"`
+	// Stopped is how the gate's latest run stopped (terminated, canceled,
+	// ...), as its readers see it; a running gate never sets it.
+	Stopped string `json:"stopped,omitempty"`
 }
 
 // Hold says whether an attempt may be sent now: nil and no probe when it
@@ -121,6 +124,16 @@ func (s DestinationState) Hold(now time.Time) (h *activities.Hold, probe bool) {
 	b := s.Breaker
 	open := &activities.Hold{State: string(StateCircuitOpen), Since: b.OpenedAt, Until: b.ReopensAt(),
 		Reason: fmt.Sprintf("circuit open after %d consecutive failures (last: %s)", b.Failures, b.LastFailure)}
+	if s.Stopped != "" && s.State != GateClosed {
+		// No gate runs to end the pause, grant a probe or release: held
+		// until an operator resumes, looking again on the delivery's timer.
+		if s.State == GatePaused && s.Paused != nil {
+			return &activities.Hold{State: string(StatePaused), Since: s.Paused.Since,
+				Reason: s.Paused.Reason + " (paused by " + s.Paused.By + ")" + s.stoppedNote("paused")}, false
+		}
+		open.Until, open.Reason = time.Time{}, open.Reason+s.stoppedNote("its breaker was "+s.State)
+		return open, false
+	}
 	switch s.State {
 	case GatePaused:
 		return &activities.Hold{State: string(StatePaused), Reason: s.Paused.Reason + " (paused by " + s.Paused.By + ")",

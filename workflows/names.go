@@ -124,9 +124,6 @@ func DeliverUpdateID(fingerprint string, epoch int) string {
 // DestinationWorkflowID is the ID of a destination's gate.
 func DestinationWorkflowID(name string) string { return DestinationIDPrefix + name }
 
-// GatesQuery is the visibility query for the destinations' gates.
-var GatesQuery = fmt.Sprintf(`WorkflowType = %q AND ExecutionStatus = "Running"`, DestinationWorkflowType)
-
 // HeldQuery is the visibility query for the deliveries held at a
 // destination (paused, or its breaker open).
 func HeldQuery(dest string) string {

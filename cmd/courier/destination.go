@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -40,7 +41,8 @@ func pauseCommand() *cobra.Command {
 		Short: "hold every attempt to a destination until it is resumed",
 		Long: `Pauses the destination for every worker. Attempts already under way finish; from the
 moment this command returns no new one is sent, and deliveries to it wait as paused.
---until ends the pause by itself, at an RFC 3339 time or after a duration.`,
+--until ends the pause by itself, at an RFC 3339 time or after a duration. A gate whose
+workflow was terminated or canceled is started again, paused.`,
 		Example: `  courier destination pause legacy --reason "maintenance window" --by alice --until 2h
   courier destination pause legacy --reason "partner outage INC-42" --by alice`,
 		Args:        oneArg("NAME", "the destination's name in the destinations file"),
@@ -82,7 +84,8 @@ func resumeCommand() *cobra.Command {
 		Long: `Ends the destination's pause and closes its circuit breaker if it is open or half-open:
 an operator's way out of a breaker without waiting for its cool-down and probe. Attempts go
 again, and its held deliveries are released at its rate limit. Recorded as a transition by
---by. Refused when it is not paused and its breaker is closed.`,
+--by. Refused when it is not paused and its breaker is closed. A gate whose workflow was
+terminated or canceled while paused or open is started again, resumed.`,
 		Example:     `  courier destination resume legacy --by alice --note "maintenance over"`,
 		Args:        oneArg("NAME", "the destination's name in the destinations file"),
 		Annotations: exits(codeOK, codeError, codeUsage, codeRefused),
@@ -111,7 +114,10 @@ func destinationStatusCommand() *cobra.Command {
 		Short: "print destinations' gates: state, since when, why, held deliveries, recent attempts",
 		Long: `Prints the gate of NAME, or of every destination that has one (paused once, or whose
 breaker tripped once): its state (closed, open, half_open, paused), since when and why,
-how many deliveries wait on it, and the classes of the latest attempts reported to it.`,
+how many deliveries wait on it, and the classes of the latest attempts reported to it.
+A gate whose workflow was terminated or canceled while paused (or its breaker open) still
+holds its destination, shown as "paused (gate terminated)": resume clears it, pause
+restores it, each starting a new gate.`,
 		Example:     "  courier destination status\n  courier destination status legacy --json",
 		Args:        cobra.MaximumNArgs(1),
 		Annotations: exits(basicExits...),
@@ -138,14 +144,14 @@ how many deliveries wait on it, and the classes of the latest attempts reported 
 			if asJSON {
 				return printJSON(os.Stdout, out)
 			}
-			return printGates(out)
+			return printGates(os.Stdout, os.Stderr, out)
 		})
 	}
 	return c
 }
 
-func printGates(gates []starter.DestinationStatus) error {
-	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+func printGates(stdout, stderr io.Writer, gates []starter.DestinationStatus) error {
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "DESTINATION\tSTATE\tSINCE\tHELD\tWHY\tRECENT")
 	for _, g := range gates {
 		why := ""
@@ -161,9 +167,22 @@ func printGates(gates []starter.DestinationStatus) error {
 		if !g.Since.IsZero() {
 			since = g.Since.Local().Format(time.DateTime)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", g.Name, g.State, since, g.Held, why, strings.Join(recent, ","))
+		state := g.State
+		if g.Stopped != "" && g.State != workflows.GateClosed {
+			state += " (gate " + g.Stopped + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", g.Name, state, since, g.Held, why, strings.Join(recent, ","))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, g := range gates {
+		if g.Stopped != "" && g.State != workflows.GateClosed {
+			// Nothing runs to lift it: the operator decides.
+			fmt.Fprintf(stderr, "%s: its gate was %s while %s; it holds until: %s\n", g.Name, g.Stopped, g.State, workflows.StoppedHow(g.Name))
+		}
+	}
+	return nil
 }
 
 // parseUntil reads an RFC 3339 time, or a duration from now.

@@ -1,0 +1,87 @@
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+)
+
+// GateRunsQuery is the visibility query for the runs that decide the
+// destinations' gates: running ones, and those that stopped without
+// continuing, whose last memo still holds their destination (see GateOfRun).
+var GateRunsQuery = fmt.Sprintf(`WorkflowType = %q AND ExecutionStatus IN ("Running", "Terminated", "Canceled", "Failed", "TimedOut")`,
+	DestinationWorkflowType)
+
+// StoppedGate names how a gate's run stopped without continuing; "" when
+// it is running or continued (as new, or completed: a gate never does).
+func StoppedGate(status enumspb.WorkflowExecutionStatus) string {
+	switch status {
+	case enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED:
+		return "terminated"
+	case enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED:
+		return "canceled"
+	case enumspb.WORKFLOW_EXECUTION_STATUS_FAILED:
+		return "failed"
+	case enumspb.WORKFLOW_EXECUTION_STATUS_TIMED_OUT:
+		return "timed out"
+	}
+	return ""
+}
+
+// GateOfRun is what a gate's latest run means for its destination, from
+// the run's status and the state its memo last published (nil: none):
+// nil when it holds nothing back (closed). A stopped run keeps the state it
+// stopped in, marked Stopped: a pause or an open breaker must not lift
+// because its gate was terminated, so it holds until an operator resumes.
+func GateOfRun(status enumspb.WorkflowExecutionStatus, memo *DestinationState) *DestinationState {
+	if memo == nil {
+		return nil
+	}
+	if status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return memo
+	}
+	stopped := StoppedGate(status)
+	if stopped == "" {
+		return nil
+	}
+	st := *memo
+	st.Stopped = stopped
+	return &st
+}
+
+// GateRun is one run of a gate, as visibility lists it.
+type GateRun struct {
+	Status    enumspb.WorkflowExecutionStatus
+	CloseTime time.Time
+}
+
+// LatestGateRun says whether run b, of the same gate, decides it rather
+// than a: a running run wins over stopped ones, and of stopped ones the
+// last to close.
+func LatestGateRun(a, b GateRun) bool {
+	aRunning := a.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+	bRunning := b.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+	switch {
+	case aRunning != bRunning:
+		return bRunning
+	case aRunning:
+		// Two running runs of one ID: visibility lags a continue-as-new;
+		// either holds the same state.
+		return false
+	}
+	return b.CloseTime.After(a.CloseTime)
+}
+
+// StoppedHow tells an operator how to move on from a stopped gate.
+func StoppedHow(name string) string {
+	return "courier destination resume " + name + " --by NAME (clears it) or courier destination pause " + name + " --reason TEXT --by NAME (restores it)"
+}
+
+// stoppedNote is what a hold at a stopped gate adds to its reason.
+func (s DestinationState) stoppedNote(what string) string {
+	if s.Stopped == "" {
+		return ""
+	}
+	return fmt.Sprintf("; its gate was %s while %s: %s", s.Stopped, what, StoppedHow(s.Name))
+}
