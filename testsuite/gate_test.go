@@ -234,6 +234,19 @@ func TestPauseHoldsAcrossKillAndRestart(t *testing.T) {
 	require.Contains(t, last.Why, "maintenance over")
 }
 
+// reviewedGateStack runs a worker for one key destination, served by the
+// sandbox service svc and named for this run (the dev server is shared),
+// that only alice may pause and resume.
+func reviewedGateStack(t *testing.T, svc string) (*opsStack, string) {
+	s := newOpsStack(t, map[string]sandbox.Mode{svc: sandbox.ModeHonoursKeys})
+	retry := contract.Retry{MaxAttempts: 3, AttemptTimeout: contract.Duration(5 * time.Second), Deadline: contract.Duration(30 * time.Second)}
+	name := svc + "-" + s.run
+	s.deploy(contract.Config{Reviewers: []string{"alice"},
+		Destinations: map[string]contract.Destination{name: s.dest(svc, contract.Contract{Dedup: contract.DedupKey, Retry: retry})}})
+	s.startWorker()
+	return s, name
+}
+
 // TestGateIgnoresForgedReport: anyone who can signal sends the gate of a
 // destination without a breaker a report, as the temporal CLI sends one by
 // hand, carrying a breaker of one failure and a year's cool-down. The gate
@@ -243,13 +256,7 @@ func TestPauseHoldsAcrossKillAndRestart(t *testing.T) {
 func TestGateIgnoresForgedReport(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	s := newOpsStack(t, map[string]sandbox.Mode{"forged": sandbox.ModeHonoursKeys})
-	retry := contract.Retry{MaxAttempts: 3, AttemptTimeout: contract.Duration(5 * time.Second), Deadline: contract.Duration(30 * time.Second)}
-	// Named for this run: the dev server is shared.
-	name := "forged-" + s.run
-	s.deploy(contract.Config{Reviewers: []string{"alice"},
-		Destinations: map[string]contract.Destination{name: s.dest("forged", contract.Contract{Dedup: contract.DedupKey, Retry: retry})}})
-	s.startWorker()
+	s, name := reviewedGateStack(t, "forged")
 
 	// What `temporal workflow signal-with-start --workflow-id destination-NAME
 	// --type Destination --task-queue courier --input '{"name": "NAME"}'
@@ -298,13 +305,7 @@ func TestGateIgnoresForgedReport(t *testing.T) {
 func TestStoppedGateKeepsItsPause(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	s := newOpsStack(t, map[string]sandbox.Mode{"stopped": sandbox.ModeHonoursKeys})
-	retry := contract.Retry{MaxAttempts: 3, AttemptTimeout: contract.Duration(5 * time.Second), Deadline: contract.Duration(30 * time.Second)}
-	// Named for this run: the dev server is shared.
-	name := "stopped-" + s.run
-	s.deploy(contract.Config{Reviewers: []string{"alice"},
-		Destinations: map[string]contract.Destination{name: s.dest("stopped", contract.Contract{Dedup: contract.DedupKey, Retry: retry})}})
-	s.startWorker()
+	s, name := reviewedGateStack(t, "stopped")
 	id := workflows.DestinationWorkflowID(name)
 	*s.workflow = append(*s.workflow, id)
 
