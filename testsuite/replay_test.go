@@ -27,10 +27,10 @@ import (
 // per workflow version that changed what histories hold; each set has the
 // history of every Delivery workflow each seed fault case ran on a real dev
 // server, or (a gate set) of each destination gate scenario's Destination
-// workflow. Record a new set (when the workflow changes) from the repository
+// workflow, or (a trust set) of a few Delivery scenarios off the happy path. Record a new set (when the workflow changes) from the repository
 // root with
 //
-//	go run ./testsuite/record -set NAME [-gate]
+//	go run ./testsuite/record -set NAME [-gate | -trust]
 //
 // A change to the workflow that alters its command sequence must keep every
 // set replaying, which means putting it behind workflow.GetVersion.
@@ -56,13 +56,20 @@ const (
 	setGateTerms           = "gate-terms"
 )
 
+// Sets of recorded Delivery scenarios off the happy path: deliveries that
+// replace the search attributes a caller set at start, and that end a
+// cancel request canceled (parked, or with an attempt in flight).
+const setTrust = "trust"
+
 var (
 	deliverySets = []string{setConfigContract, setRecordedContract, setDeliverUpdate, setReviewDesk}
 	gateSets     = []string{setGateReportedBreaker, setGateTerms}
+	trustSets    = []string{setTrust}
 )
 
-// recordedHistories reads every Delivery set's index and checks that each
-// covers every fault case and names every history in its folder.
+// recordedHistories reads every Delivery set's index (the fault cases' and
+// the trust scenarios') and checks that each fault case set covers every
+// fault case and that each set names every history in its folder.
 func recordedHistories(t *testing.T) []RecordedHistory {
 	t.Helper()
 	indexes, err := filepath.Glob(filepath.Join(historiesDir, "*", HistoryIndexFile))
@@ -71,9 +78,9 @@ func recordedHistories(t *testing.T) []RecordedHistory {
 	for _, idx := range indexes {
 		sets = append(sets, filepath.Base(filepath.Dir(idx)))
 	}
-	require.ElementsMatch(t, append(slices.Clone(deliverySets), gateSets...), sets)
+	require.ElementsMatch(t, slices.Concat(deliverySets, gateSets, trustSets), sets)
 	var hs []RecordedHistory
-	for _, set := range deliverySets {
+	for _, set := range slices.Concat(deliverySets, trustSets) {
 		hs = append(hs, recordedSet(t, set)...)
 	}
 	return hs
@@ -108,9 +115,10 @@ func recordedSet(t *testing.T, set string) []RecordedHistory {
 			files = append(files, h.File)
 		}
 	}
-	// A gate set has the scenarios of its time; a Delivery set, every case.
+	// A gate or trust set has the scenarios of its time; a fault case set,
+	// every case.
 	for _, c := range Cases() {
-		require.True(t, slices.Contains(gateSets, set) || recorded[c.Seed+"/"+c.Name],
+		require.True(t, !slices.Contains(deliverySets, set) || recorded[c.Seed+"/"+c.Name],
 			"%s: case %q has no recorded history", set, c.Name)
 	}
 	onDisk, err := filepath.Glob(filepath.Join(dir, "*.json"))

@@ -3,12 +3,13 @@
 // Delivery workflow each case ran into a new set under
 // testsuite/testdata/histories, as the JSON the SDK's replayer reads.
 // With -gate it runs the destination gate's scenarios instead (gate.go)
-// and writes the Destination workflows' histories.
+// and writes the Destination workflows' histories; with -trust, a few
+// Delivery scenarios off the happy path instead (trust.go).
 // testsuite/replay_test.go replays every set.
 //
 // From the repository root, with bin/temporal built (make temporal):
 //
-//	go run ./testsuite/record -set NAME [-gate]
+//	go run ./testsuite/record -set NAME [-gate | -trust]
 //
 // Record a new set when the workflow changes what its histories hold (name
 // it after the change), or re-record the newest set when a case is added
@@ -56,7 +57,11 @@ func main() {
 func record(ctx context.Context) error {
 	set := flag.String("set", "", "the history set to write: a folder under testsuite/testdata/histories; required")
 	gate := flag.Bool("gate", false, "record the destination gate's scenarios instead of the fault cases")
+	trust := flag.Bool("trust", false, "record the Delivery scenarios off the happy path (caller-set attributes, cancels) instead of the fault cases")
 	flag.Parse()
+	if *gate && *trust {
+		return fmt.Errorf("-gate and -trust record different sets: choose one")
+	}
 	if *set == "" || strings.ContainsAny(*set, `/\.`) {
 		return fmt.Errorf("-set NAME is required: the folder under testsuite/testdata/histories to write " +
 			"(a new one after a workflow change; never an older set)")
@@ -97,6 +102,13 @@ func record(ctx context.Context) error {
 		return err
 	}
 	defer tmp.Close()
+	if *trust {
+		files, index, err := recordTrust(ctx, tmp, courier, dir, logger)
+		if err != nil {
+			return err
+		}
+		return write(out, files, index)
+	}
 
 	c := tmp.Client()
 	rl := &testsuite.RealLab{

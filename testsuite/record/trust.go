@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/internal/lab"
+	"github.com/abde64c9/courier/opkey"
+	"github.com/abde64c9/courier/sandbox"
+	"github.com/abde64c9/courier/starter"
+	"github.com/abde64c9/courier/testsuite"
+	"github.com/abde64c9/courier/workflows"
+)
+
+// trustSeed names the -trust scenarios in a history index.
+const trustSeed = "trust"
+
+// trustAttemptTimeout bounds the recording worker's attempts: far longer
+// than trustDelay, so the delayed attempt is still in flight when the
+// scenario cancels it.
+const (
+	trustAttemptTimeout = 30 * time.Second
+	trustDelay          = 20 * time.Second
+)
+
+// trustScenario runs one delivery off the happy path, through the paths a
+// caller or an operator can take, and returns its workflow ID.
+type trustScenario struct {
+	name string
+	run  func(ctx context.Context, t *trustDriver) (string, error)
+}
+
+var trustScenarios = []trustScenario{
+	{"caller-set attributes claim another destination and business id", func(ctx context.Context, t *trustDriver) (string, error) {
+		in := testsuite.Input(lab.DestHelpdesk, "trust-claimed", lab.Ticket("trust-claimed", "claimed attributes"))
+		key := opkey.Key(in.Operation)
+		claimed := in.Operation
+		claimed.Destination, claimed.BusinessID = lab.DestLedger, "someone-else"
+		run, err := t.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+			ID: workflows.WorkflowID(key), TaskQueue: workflows.TaskQueue,
+			TypedSearchAttributes: temporal.NewSearchAttributes(
+				workflows.OperationSearchAttributes(claimed, key, workflows.StateDelivering)...),
+		}, workflows.WorkflowType, in)
+		if err != nil {
+			return "", err
+		}
+		var res workflows.DeliveryResult
+		if err := run.Get(ctx, &res); err != nil {
+			return "", err
+		}
+		return run.GetID(), want(res.Status, workflows.StatusCreated)
+	}},
+	{"parked for review, then cancelled", func(ctx context.Context, t *trustDriver) (string, error) {
+		in := testsuite.Input(lab.DestLegacy, "trust-parked", lab.Ticket("trust-parked", "parked, then cancelled"))
+		if err := t.env.Inject(lab.DestLegacy, sandbox.Fault{Kind: sandbox.FaultCloseAfterCommit}); err != nil {
+			return "", err
+		}
+		h, err := t.s.Start(ctx, in)
+		if err != nil {
+			return "", err
+		}
+		st, err := t.s.Wait(ctx, h.Key)
+		if err != nil {
+			return "", err
+		}
+		if st.State != workflows.StateAwaitingReview {
+			return "", fmt.Errorf("ended %s, want it parked for review", st.State)
+		}
+		return h.WorkflowID, t.cancel(ctx, h.Key)
+	}},
+	{"cancelled while its attempt is in flight", func(ctx context.Context, t *trustDriver) (string, error) {
+		in := testsuite.Input(lab.DestHelpdesk, "trust-in-flight", lab.Ticket("trust-in-flight", "cancelled in flight"))
+		if err := t.env.Inject(lab.DestHelpdesk, sandbox.Fault{Kind: sandbox.FaultDelayAfterCommit, Delay: trustDelay}); err != nil {
+			return "", err
+		}
+		h, err := t.s.Start(ctx, in)
+		if err != nil {
+			return "", err
+		}
+		// The ticket is committed and its answer delayed: the attempt is
+		// in flight.
+		for {
+			n, err := t.env.Effects(lab.DestHelpdesk, in.BusinessID)
+			if err != nil {
+				return "", err
+			}
+			if n > 0 {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return "", ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		return h.WorkflowID, t.cancel(ctx, h.Key)
+	}},
+}
+
+// recordTrust runs every -trust scenario against a `courier worker`
+// process over the lab's destinations and returns their histories.
+func recordTrust(ctx context.Context, tmp *lab.Temporal, courier, dir string, logger *slog.Logger) (map[string][]byte, []testsuite.RecordedCase, error) {
+	env, err := testsuite.NewEnv(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer env.Close()
+	cfg := env.Config
+	for name, d := range cfg.Destinations {
+		d.Contract.Retry.AttemptTimeout = contract.Duration(trustAttemptTimeout)
+		cfg.Destinations[name] = d
+	}
+	file := filepath.Join(dir, lab.DestinationsFile)
+	if err := lab.WriteDestinations(file, cfg); err != nil {
+		return nil, nil, err
+	}
+	w, err := lab.StartWorker(ctx, lab.WorkerOptions{Courier: courier, Destinations: file, Temporal: tmp,
+		Args: []string{"--log-level", "warn"}, Log: os.Stderr})
+	if err != nil {
+		return nil, nil, err
+	}
+	defer w.Kill()
+	c := tmp.Client()
+	t := &trustDriver{c: c, s: starter.New(c), env: env}
+	files := map[string][]byte{}
+	var index []testsuite.RecordedCase
+	for _, sc := range trustScenarios {
+		sctx, cancel := context.WithTimeout(ctx, time.Minute)
+		id, err := sc.run(sctx, t)
+		cancel()
+		if err != nil {
+			return nil, nil, fmt.Errorf("scenario %q: %w", sc.name, err)
+		}
+		desc, err := c.DescribeWorkflowExecution(ctx, id, "")
+		if err != nil {
+			return nil, nil, fmt.Errorf("scenario %q: %w", sc.name, err)
+		}
+		e := &workflowExecution{id: id, runID: desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()}
+		b, err := history(ctx, c, e)
+		if err != nil {
+			return nil, nil, fmt.Errorf("scenario %q: %w", sc.name, err)
+		}
+		name := fileName(trustSeed, sc.name, 0)
+		files[name] = b
+		index = append(index, testsuite.RecordedCase{Seed: trustSeed, Case: sc.name,
+			Histories: []testsuite.RecordedHistory{{File: name, WorkflowID: e.id, RunID: e.runID}}})
+		logger.Warn("recorded", "scenario", sc.name)
+	}
+	return files, index, nil
+}
+
+// trustDriver starts, waits on and cancels the scenarios' deliveries.
+type trustDriver struct {
+	c   client.Client
+	s   *starter.Client
+	env *testsuite.Env
+}
+
+// cancel asks the delivery to cancel and checks that it ends canceled.
+func (t *trustDriver) cancel(ctx context.Context, key string) error {
+	if err := t.c.CancelWorkflow(ctx, workflows.WorkflowID(key), ""); err != nil {
+		return err
+	}
+	// It fails (nothing delivered) once it has ended.
+	_ = t.c.GetWorkflow(ctx, workflows.WorkflowID(key), "").Get(ctx, nil)
+	st, err := t.s.Status(ctx, key)
+	if err != nil {
+		return err
+	}
+	return want(st.Status, workflows.StatusCanceled)
+}
+
+func want(got, want workflows.Status) error {
+	if got != want {
+		return fmt.Errorf("ended %s, want %s", got, want)
+	}
+	return nil
+}
