@@ -175,12 +175,6 @@ const (
 	termsFresh = time.Minute
 )
 
-// versionGateTerms marks gates that take their breaker and who may pause or
-// resume them from the workers' destinations file, recorded in history by
-// ResolveTerms, and whose resume also closes an open breaker. Asked once,
-// as a run starts: runs from before keep deciding from the reports' breaker.
-const versionGateTerms = "gate-terms"
-
 // Destination is a destination's gate workflow.
 func Destination(ctx workflow.Context, in DestinationInput) (DestinationState, error) {
 	g := &gate{s: DestinationState{Name: in.Name, State: GateClosed, Breaker: Breaker{State: GateClosed}}}

@@ -1,0 +1,241 @@
+// Reviews: parking for a person, reminders and notices, and the
+// decisions that arrive by signal, update or batch job.
+
+package workflows
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/abde64c9/courier/activities"
+	"github.com/abde64c9/courier/contract"
+)
+
+// review parks the delivery until a valid decision arrives. It never guesses:
+// the optional reminder only asks again. done is false for a retry decision.
+func (d *delivery) review(ctx workflow.Context, reminder contract.Duration, evidence string, earlier []activities.EarlierRun) (done bool, res DeliveryResult, err error) {
+	if d.res.Review == nil {
+		d.res.Review = &Review{}
+	}
+	d.res.Review.Evidence = evidence
+	d.res.Review.Requested = workflow.Now(ctx)
+	d.event(ctx, len(d.res.Attempts), "review_requested", evidence)
+	d.setState(ctx, StateAwaitingReview)
+	if err := d.upsertState(ctx); err != nil {
+		return true, DeliveryResult{}, err
+	}
+	d.logger(ctx).Warn("delivery awaiting review: a person must decide (courier review)", "evidence", evidence)
+	desk := d.desk(ctx)
+	if desk {
+		d.notify(ctx, 0)
+	}
+	decided := func() bool { return d.decision != nil }
+	for !decided() {
+		if reminder <= 0 {
+			if err := workflow.Await(ctx, decided); err != nil {
+				return true, DeliveryResult{}, err
+			}
+			break
+		}
+		summary := fmt.Sprintf("waiting for a review; reminder in %s", reminder)
+		var ok bool
+		var err error
+		if desk {
+			ok, err = awaitClosingTimer(ctx, reminder.D(), summary, decided)
+		} else {
+			ok, err = workflow.AwaitWithOptions(ctx, workflow.AwaitOptions{
+				Timeout: reminder.D(), TimerOptions: workflow.TimerOptions{Summary: summary},
+			}, decided)
+		}
+		if err != nil {
+			return true, DeliveryResult{}, err
+		}
+		if !ok {
+			d.remind(ctx, desk)
+		}
+	}
+	rd := *d.decision
+	d.decision = nil
+	switch rd.Decision {
+	case DecisionDelivered:
+		res, err := d.finish(ctx, StatusDeliveredByReview,
+			&activities.Receipt{ResourceID: rd.ResourceID, Status: "delivered_by_review", Source: activities.SourceReview}, "")
+		return true, res, err
+	case DecisionAbandon:
+		res, err := d.finish(ctx, StatusAbandoned, nil, "abandoned by "+rd.Reviewer+": "+rd.Note)
+		return true, res, err
+	}
+	// The reviewer saw the earlier runs named in the evidence.
+	for _, r := range earlier {
+		d.acknowledged = append(d.acknowledged, r.RunID)
+	}
+	return false, DeliveryResult{}, nil
+}
+
+func (d *delivery) remind(ctx workflow.Context, desk bool) {
+	d.res.Review.Reminders++
+	if desk {
+		d.notify(ctx, d.res.Review.Reminders)
+		return
+	}
+	// As deliveries before the notifier did: the wait resumes after the
+	// reminder has been sent.
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+		Summary:             fmt.Sprintf("review reminder %d", d.res.Review.Reminders),
+	})
+	detail := fmt.Sprintf("reminder %d", d.res.Review.Reminders)
+	if err := workflow.ExecuteActivity(ctx, a.RemindReview, d.reminder(d.res.Review.Reminders)).Get(ctx, nil); err != nil {
+		detail += ": " + err.Error() // a failed reminder never ends the wait
+	}
+	d.recordReminder(ctx, d.res.Review.Reminders, detail)
+}
+
+// awaitClosingTimer is workflow.AwaitWithOptions whose timer is canceled
+// when the condition comes first, so nothing in the history looks pending.
+func awaitClosingTimer(ctx workflow.Context, timeout time.Duration, summary string, cond func() bool) (bool, error) {
+	tctx, cancel := workflow.WithCancel(ctx)
+	ok, err := workflow.AwaitWithOptions(tctx, workflow.AwaitOptions{
+		Timeout: timeout, TimerOptions: workflow.TimerOptions{Summary: summary},
+	}, cond)
+	if ok && err == nil {
+		cancel()
+	}
+	return ok, err
+}
+
+func (d *delivery) desk(ctx workflow.Context) bool {
+	return workflow.GetVersion(ctx, versionReviewDesk, workflow.DefaultVersion, 1) == 1
+}
+
+// notify sends notice n (0: the delivery has parked; then each reminder) to
+// the notifier, beside the wait: a notifier that is down never holds back a
+// decision or the delivery.
+func (d *delivery) notify(ctx workflow.Context, n int) {
+	summary := fmt.Sprintf("notify: parked at %s, waiting for a review", d.in.Destination)
+	detail := "parked: notifier told"
+	if n > 0 {
+		summary = fmt.Sprintf("notify: review reminder %d", n)
+		detail = fmt.Sprintf("reminder %d", n)
+	}
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: 2 * time.Second, MaximumInterval: time.Minute, MaximumAttempts: 5,
+		},
+		Summary: summary,
+	})
+	f := workflow.ExecuteActivity(actx, a.RemindReview, d.reminder(n))
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		if err := f.Get(ctx, nil); err != nil {
+			detail += ": " + err.Error()
+		}
+		d.recordReminder(ctx, n, detail)
+	})
+}
+
+// recordReminder records what became of a notice. A delivery may wait for
+// weeks: past the first few, reminders are only counted.
+func (d *delivery) recordReminder(ctx workflow.Context, n int, detail string) {
+	if n <= MaxIgnoredRecords {
+		d.event(ctx, len(d.res.Attempts), "review_reminder", detail)
+	}
+}
+
+func (d *delivery) reminder(n int) activities.Reminder {
+	return activities.Reminder{
+		Key: d.res.Key, Destination: d.in.Destination, Number: n,
+		Tenant: d.in.Tenant, Operation: d.in.Operation.Operation, BusinessID: d.in.BusinessID,
+		WorkflowID: WorkflowID(d.res.Key), Since: d.res.Review.Requested, Reason: d.reason, Evidence: d.res.Review.Evidence,
+	}
+}
+
+// checkReview is the update validator and the signal's filter: a decision is
+// acted on only when it is well formed and the delivery is waiting for one.
+func (d *delivery) checkReview(rd ReviewDecision) error {
+	if err := rd.Validate(); err != nil {
+		return err
+	}
+	if allowed := d.reviewers(); len(allowed) > 0 && !slices.Contains(allowed, rd.Reviewer) {
+		return fmt.Errorf("reviewer: %q may not review deliveries; allowed: %s", rd.Reviewer, strings.Join(allowed, ", "))
+	}
+	if d.state != StateAwaitingReview || d.decision != nil {
+		return fmt.Errorf("delivery %s is not awaiting review (state %s)", d.res.Key, d.stateName())
+	}
+	return nil
+}
+
+func (d *delivery) receiveReview(ctx workflow.Context, rd ReviewDecision, via string) ReviewRecord {
+	// A batch job's decision arrives again when the job's activity retries
+	// or the job is sent again: acting on it twice would retry twice.
+	if r := d.res.Review; r != nil && rd.BatchJob != "" {
+		for i := range r.Decisions {
+			first := &r.Decisions[i]
+			if !first.Accepted || first.BatchJob != rd.BatchJob ||
+				workflow.GetVersion(ctx, versionBatchRepeats, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+				continue
+			}
+			if first.Repeats++; first.Repeats <= MaxIgnoredRecords {
+				d.event(ctx, len(d.res.Attempts), "review_repeated",
+					fmt.Sprintf("batch job %s sent its decision again; counted once", first.BatchJob))
+			}
+			return *first
+		}
+	}
+	rec := ReviewRecord{ReviewDecision: rd.Excerpt(), Via: via}
+	if err := d.checkReview(rd); err != nil {
+		rec.Reason = excerpt(err.Error(), maxReasonLen)
+	} else {
+		rec.Accepted = true
+		d.decision = &rd
+	}
+	return d.record(ctx, rec)
+}
+
+func (d *delivery) record(ctx workflow.Context, rec ReviewRecord) ReviewRecord {
+	defer func() { workflow.SetCurrentDetails(ctx, d.details()) }()
+	rec.Received = workflow.Now(ctx)
+	if d.res.Review == nil {
+		d.res.Review = &Review{}
+	}
+	r := d.res.Review
+	if rec.Accepted {
+		r.Decisions = append(r.Decisions, rec)
+		detail := fmt.Sprintf("%s by %s: %s", rec.Decision, rec.Reviewer, rec.Note)
+		if rec.BatchJob != "" {
+			detail += " (batch job " + rec.BatchJob + ")"
+		}
+		d.event(ctx, len(d.res.Attempts), "review_decision", detail)
+		return rec
+	}
+	r.Ignored++
+	if r.Ignored > MaxIgnoredRecords {
+		r.Dropped++
+		return rec
+	}
+	r.Decisions = append(r.Decisions, rec)
+	d.event(ctx, len(d.res.Attempts), "review_ignored", rec.Reason)
+	return rec
+}
+
+// maxReasonLen bounds why an ignored decision was ignored; the reason may
+// quote what was sent.
+const maxReasonLen = 512
+
+// excerpt cuts s to at most n bytes (and "…"), on a rune boundary.
+func excerpt(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,389 @@
+// The run loop: attempts, what each outcome means under the recorded
+// contract, holds at a paused or broken destination, lookups.
+
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/abde64c9/courier/activities"
+	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/opkey"
+)
+
+func (d *delivery) run(ctx workflow.Context) (DeliveryResult, error) {
+	if err := d.in.Validate(); err != nil && refuses(ctx, err) {
+		return d.finish(ctx, StatusRejected, nil, err.Error())
+	}
+	if _, err := opkey.Fingerprint(d.in.Payload); err != nil {
+		return d.finish(ctx, StatusRejected, nil, err.Error())
+	}
+	// One workflow per operation is what makes a second start join the
+	// first; a hand-made ID would let a second delivery run beside it.
+	if id := workflow.GetInfo(ctx).WorkflowExecution.ID; id != WorkflowID(d.res.Key) {
+		return d.finish(ctx, StatusRejected, nil, fmt.Sprintf(
+			"workflow ID %q does not match the operation: start it as %q", id, WorkflowID(d.res.Key)))
+	}
+	if err := d.ensureSearchAttributes(ctx); err != nil {
+		return DeliveryResult{}, err
+	}
+	first := workflow.Now(ctx) // key retention counts from the first write
+	var deadline time.Time
+
+	for {
+		out := d.attempt(ctx)
+		if ctx.Err() != nil && d.cancelEnds(ctx) {
+			// Canceled: the attempt is recorded (unknown, if it was in
+			// flight) and nothing more is decided or sent.
+			return DeliveryResult{}, ctx.Err()
+		}
+		if out.Class == contract.ClassHeld {
+			// Nothing was sent: no attempt, no budget, no deadline spent.
+			if err := d.hold(ctx, out.Hold); err != nil {
+				return DeliveryResult{}, err
+			}
+			continue
+		}
+		n := len(d.res.Attempts)
+		if out.Class == contract.ClassUnconfigured && d.nothingAppliedBefore() {
+			// Nothing was ever sent: the request named a destination the
+			// workers do not have, and may be corrected and sent again.
+			return d.finish(ctx, StatusRejected, nil, out.Error)
+		}
+		c, err := d.recordedContract(ctx)
+		if err != nil {
+			return DeliveryResult{}, err
+		}
+		if out.Class == contract.ClassUnconfigured && workflow.GetVersion(ctx, versionRecordedContract, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+			return d.finish(ctx, StatusRejected, nil, out.Error) // as deliveries before it did
+		}
+		if c == nil {
+			// Attempted before, and no worker has the destination now: only
+			// a person can tell what happened.
+			d.reason = fmt.Sprintf("destination %s is not configured on the workers, so its contract is unknown: "+
+				"restore it, or check the destination", d.in.Destination)
+			if done, res, err := d.review(ctx, 0, fmt.Sprintf(
+				"attempt %d: %s (%s); destination %q is not configured on the workers, so its contract is unknown: "+
+					"restore it in the destinations file and decide retry, or find the effect",
+				n, out.Class, out.Error, d.in.Destination), nil); done {
+				return res, err
+			}
+			continue
+		}
+		if d.budget == 0 {
+			d.budget, deadline = c.Retry.MaxAttempts, first.Add(c.Retry.Deadline.D())
+		}
+		keyExpired := c.KeyRetention > 0 && workflow.Now(ctx).Sub(first) > c.KeyRetention.D()
+		switch c.Next(out.Class, keyExpired) {
+		case contract.StepCreated:
+			return d.finish(ctx, StatusCreated, out.Receipt, "")
+		case contract.StepDuplicate:
+			return d.finish(ctx, StatusDuplicate, out.Receipt, "")
+		case contract.StepConflict:
+			return d.finish(ctx, StatusConflict, nil, out.Error)
+		case contract.StepRejected:
+			return d.finish(ctx, StatusRejected, nil, out.Error)
+		case contract.StepLookup:
+			found, err := d.lookup(ctx, *c)
+			if err != nil {
+				failed := "failed"
+				var appErr *temporal.ApplicationError
+				if errors.As(err, &appErr) && appErr.Type() == activities.ErrLookupUnreadable {
+					failed = "answered in a way its declared reading cannot read"
+				}
+				d.reason = fmt.Sprintf("attempt %d's outcome is unknown and the lookup at %s %s, so Courier cannot tell whether it applied: check the destination",
+					n, d.in.Destination, failed)
+				if done, res, err := d.review(ctx, c.ReviewReminder, fmt.Sprintf(
+					"attempt %d: %s (%s); the lookup that should tell whether it took effect failed: %v",
+					n, out.Class, out.Error, err), nil); done {
+					return res, err
+				}
+				d.budget, deadline, d.heldFor = n+c.Retry.MaxAttempts, workflow.Now(ctx).Add(c.Retry.Deadline.D()), 0
+				continue
+			}
+			if found.Found {
+				return d.finish(ctx, StatusDuplicate, found.Receipt, "")
+			}
+		case contract.StepReview:
+			evidence := fmt.Sprintf("attempt %d: %s (%s); destination %q (dedup %s) cannot deduplicate a retry",
+				n, out.Class, out.Error, d.in.Destination, c.Dedup)
+			switch {
+			case out.Class == contract.ClassEarlierRun:
+				evidence = fmt.Sprintf("attempt %d: %s; decide retry only if none of those runs took effect", n, out.Error)
+			case out.Class == contract.ClassUnconfigured:
+				evidence = fmt.Sprintf("attempt %d: %s; restore the destination in the workers' destinations file and decide retry, or find the effect", n, out.Error)
+			case keyExpired:
+				evidence += fmt.Sprintf(" after its key retention of %s", c.KeyRetention)
+			}
+			d.reason = d.parkReason(out, *c, keyExpired)
+			if done, res, err := d.review(ctx, c.ReviewReminder, evidence, out.EarlierRuns); done {
+				return res, err
+			}
+			// A reviewer's retry starts a fresh budget: they checked first.
+			d.budget, deadline, d.heldFor = n+c.Retry.MaxAttempts, workflow.Now(ctx).Add(c.Retry.Deadline.D()), 0
+			continue
+		}
+
+		// StepRetry, or a lookup that found nothing.
+		wait := max(c.Retry.Interval(n), out.RetryAfter)
+		if n >= d.budget || workflow.Now(ctx).Add(wait).After(deadline.Add(d.heldFor)) {
+			return d.finish(ctx, StatusAttemptLimit, nil,
+				fmt.Sprintf("retry budget spent after %d attempts; last: %s: %s", n, out.Class, out.Error))
+		}
+		d.event(ctx, n, "retry_scheduled", "in "+wait.String())
+		d.setState(ctx, StateRetryWait)
+		// Summaries name what the history's timers and activities are for.
+		retry := workflow.TimerOptions{Summary: backoffSummary(wait, n, out)}
+		if err := workflow.NewTimerWithOptions(ctx, wait, retry).Get(ctx, nil); err != nil {
+			return DeliveryResult{}, err
+		}
+	}
+}
+
+// refuses reports whether the invalid input err ends the delivery. Validate
+// reports a character only once every older check has passed, so a
+// delivery started before the rule went on from here; its history has no
+// marker, and on replay it goes on again.
+func refuses(ctx workflow.Context, err error) bool {
+	var ce *opkey.CharacterError
+	return !errors.As(err, &ce) || workflow.GetVersion(ctx, versionPlainIdentifiers, workflow.DefaultVersion, 1) == 1
+}
+
+const (
+	// holdLookAgain bounds a hold's wait: a held delivery looks at its
+	// destination's gate again after this long even if no release came.
+	holdLookAgain = 5 * time.Minute
+	// holdLookSoonest keeps a hold from being a busy loop.
+	holdLookSoonest = 5 * time.Second
+	// holdSpread spreads the deliveries held until one time (an open
+	// breaker's cool-down) over this long, by key.
+	holdSpread = 10 * time.Second
+)
+
+// hold waits while the destination is paused or its breaker is open, until
+// the gate releases the delivery or it is time to look again. Held outcomes
+// come only from workers that have the gate, so no earlier history takes
+// this path.
+func (d *delivery) hold(ctx workflow.Context, h *activities.Hold) error {
+	if h == nil {
+		h = &activities.Hold{State: string(StateCircuitOpen), Reason: "held"}
+	}
+	d.holds++
+	if d.holds <= MaxIgnoredRecords {
+		d.event(ctx, len(d.res.Attempts), "held", h.State+": "+h.Reason)
+	}
+	d.held, d.released = h, false
+	d.setState(ctx, State(h.State))
+	if err := d.upsertState(ctx); err != nil {
+		return err
+	}
+	start := workflow.Now(ctx)
+	wait := holdLookAgain
+	if !h.Until.IsZero() {
+		var spread time.Duration
+		for _, b := range []byte(d.res.Key) {
+			spread = (spread*31 + time.Duration(b)) % holdSpread
+		}
+		wait = min(max(h.Until.Sub(start), holdLookSoonest)+spread, holdLookAgain)
+	}
+	summary := fmt.Sprintf("held: %s at %s; look again in %s", strings.ReplaceAll(h.State, "_", " "), d.in.Destination, wait.Round(time.Second))
+	if _, err := awaitClosingTimer(ctx, wait, summary, func() bool { return d.released }); err != nil {
+		return err
+	}
+	d.heldFor += workflow.Now(ctx).Sub(start)
+	d.held = nil
+	d.setState(ctx, StateDelivering)
+	return d.upsertState(ctx)
+}
+
+// recordedContract is the contract every decision of this delivery uses:
+// the one its first attempt ran under and reported, recorded in history.
+// When the first attempt was lost before reporting, the worker's current
+// terms are recorded instead, by a local activity. nil: no worker had the
+// destination when they were recorded.
+func (d *delivery) recordedContract(ctx workflow.Context) (*contract.Contract, error) {
+	if d.terms != nil {
+		return d.terms.Contract, nil
+	}
+	if workflow.GetVersion(ctx, versionRecordedContract, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		// A delivery that started before terms were recorded decides, as
+		// it always did, from the worker's destinations file.
+		if dest, ok := d.destinations[d.in.Destination]; ok {
+			return &dest.Contract, nil
+		}
+		return nil, nil
+	}
+	t, err := resolveTerms(ctx, d.in.Destination)
+	if err != nil {
+		return nil, err
+	}
+	d.terms = &t
+	return t.Contract, nil
+}
+
+// resolveTerms records the worker's current terms for a destination in
+// history, by a local activity: a marker in the workflow task, no round
+// trip to the server.
+func resolveTerms(ctx workflow.Context, destination string) (activities.Terms, error) {
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 10 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+	})
+	var t activities.Terms
+	if err := workflow.ExecuteLocalActivity(lctx, a.ResolveTerms, destination).Get(ctx, &t); err != nil {
+		return t, fmt.Errorf("record the terms of %q: %w", destination, err)
+	}
+	return t, nil
+}
+
+// recorded is the recorded contract, nil before the first attempt reports it.
+func (d *delivery) recorded() *contract.Contract {
+	if d.terms == nil {
+		return nil
+	}
+	return d.terms.Contract
+}
+
+// reviewers may decide this delivery's reviews: the recorded ones, or for a
+// delivery from before terms were recorded, the worker's.
+func (d *delivery) reviewers() []string {
+	if d.terms != nil {
+		return d.terms.Reviewers
+	}
+	return d.configReviewers
+}
+
+// nothingAppliedBefore: no attempt before the last one can have taken effect.
+func (d *delivery) nothingAppliedBefore() bool {
+	for _, at := range d.res.Attempts[:len(d.res.Attempts)-1] {
+		if !at.Class.NothingApplied() {
+			return false
+		}
+	}
+	return true
+}
+
+// route is where the next attempt runs and how long Temporal gives it.
+// Neither is a decision that replay checks: a rate limit is the worker's to
+// change, and an attempt's own timeout comes from the recorded contract the
+// adapter applies. Before a contract is recorded the worker's file gives the
+// first attempt's timeout.
+func (d *delivery) route() (queue string, timeout time.Duration) {
+	dest, ok := d.destinations[d.in.Destination]
+	queue, timeout = TaskQueue, defaultAttemptTimeout
+	if ok {
+		queue, timeout = ActivityTaskQueue(d.in.Destination, dest), dest.Contract.Retry.AttemptTimeout.D()
+	}
+	if c := d.recorded(); c != nil {
+		timeout = c.Retry.AttemptTimeout.D()
+	}
+	return queue, timeout + attemptGrace
+}
+
+// atDestination is ctx with the options of an activity at the destination:
+// routed to its task queue, bounded by its attempt timeout, heartbeating.
+func (d *delivery) atDestination(ctx workflow.Context, retry *temporal.RetryPolicy, summary string) workflow.Context {
+	queue, timeout := d.route()
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue: queue, StartToCloseTimeout: timeout, HeartbeatTimeout: activities.HeartbeatTimeout,
+		RetryPolicy: retry, Summary: summary,
+	})
+}
+
+// attempt runs one attempt and records it. An activity failure (the worker
+// crashed, the attempt outlived its timeout) is an unknown outcome: the
+// request may have been written.
+func (d *delivery) attempt(ctx workflow.Context) activities.Outcome {
+	n := len(d.res.Attempts) + 1
+	d.setState(ctx, StateDelivering)
+	// One execution per attempt: the workflow decides about every retry,
+	// because what is safe depends on the result and the contract.
+	ctx = d.atDestination(ctx, &temporal.RetryPolicy{MaximumAttempts: 1}, d.attemptSummary(n))
+	started := workflow.Now(ctx)
+	var out activities.Outcome
+	req := d.request(ctx, n)
+	d.released = false
+	err := workflow.ExecuteActivity(ctx, a.Attempt, req).Get(ctx, &out)
+	var appErr *temporal.ApplicationError
+	switch {
+	case errors.As(err, &appErr) && appErr.Type() == activities.ErrUnknownDestination:
+		out = activities.Outcome{Class: contract.ClassUnconfigured, Error: appErr.Message()}
+	case err != nil:
+		out = activities.Outcome{Class: contract.ClassUnknown, Error: "attempt lost: " + err.Error()}
+	}
+	// The first attempt's terms are recorded; so are those of the first
+	// attempt that found the destination after it had gone missing.
+	if out.Terms != nil && d.recorded() == nil {
+		d.terms = out.Terms
+	}
+	d.earlierRunsChecked = d.earlierRunsChecked || out.EarlierRunsChecked
+	if out.Class == contract.ClassHeld {
+		return out // not an attempt: the destination never saw it
+	}
+	d.res.Attempts = append(d.res.Attempts, Attempt{
+		Number: n, Started: started, Ended: workflow.Now(ctx),
+		Class: out.Class, StatusCode: out.StatusCode, Error: out.Error,
+	})
+	// The one place an attempt is classified: counted and logged here.
+	h := workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"destination": d.in.Destination})
+	h.WithTags(map[string]string{"class": string(out.Class)}).Counter(MetricAttempts).Inc(1)
+	if out.Class == contract.ClassUnknown || out.Class == contract.ClassServerError {
+		h.Counter(MetricUnknownOutcomes).Inc(1)
+		d.logger(ctx).Warn("attempt outcome unknown", "class", out.Class, "error", out.Error)
+	} else {
+		d.logger(ctx).Debug("attempt classified", "class", out.Class)
+	}
+	switch out.Class {
+	case contract.ClassCreated, contract.ClassReplayed:
+		d.event(ctx, n, "receipt_received", fmt.Sprintf("%s, status %d", out.Class, out.StatusCode))
+	case contract.ClassUnknown, contract.ClassServerError:
+		d.event(ctx, n, "outcome_uncertain", out.Error)
+	default:
+		d.event(ctx, n, string(out.Class), out.Error)
+	}
+	return out
+}
+
+func (d *delivery) request(ctx workflow.Context, n int) activities.Request {
+	info := workflow.GetInfo(ctx)
+	return activities.Request{
+		Key: d.res.Key, Fingerprint: d.res.Fingerprint,
+		Tenant: d.in.Tenant, Destination: d.in.Destination, Operation: d.in.Operation.Operation,
+		BusinessID: d.in.BusinessID, Payload: d.in.Payload, Attempt: n,
+		Contract: d.recorded(),
+		// A reset run copies the checks of the run it was reset from, which
+		// is now an earlier run itself: it looks again.
+		EarlierRunsChecked: d.earlierRunsChecked && info.OriginalRunID == info.WorkflowExecution.RunID,
+		AcknowledgedRuns:   d.acknowledged,
+		Released:           d.released,
+	}
+}
+
+// lookup asks a lookup destination whether the last attempt took effect.
+func (d *delivery) lookup(ctx workflow.Context, c contract.Contract) (activities.Found, error) {
+	d.setState(ctx, StateReconciling)
+	// A read: retrying it is always safe.
+	ctx = d.atDestination(ctx, &temporal.RetryPolicy{
+		MaximumAttempts:        5,
+		InitialInterval:        c.Retry.InitialInterval.D(),
+		NonRetryableErrorTypes: []string{activities.ErrUnknownDestination},
+	}, fmt.Sprintf("lookup key %s at %s: did attempt %d take effect?", d.res.Key, d.in.Destination, len(d.res.Attempts)))
+	var f activities.Found
+	n := len(d.res.Attempts)
+	if err := workflow.ExecuteActivity(ctx, a.Lookup, d.request(ctx, n)).Get(ctx, &f); err != nil {
+		d.event(ctx, n, "lookup_failed", err.Error())
+		return f, err
+	}
+	if f.Found {
+		d.event(ctx, n, "lookup_found", f.Receipt.ResourceID)
+	} else {
+		d.event(ctx, n, "lookup_not_found", "")
+	}
+	return f, nil
+}

@@ -1,0 +1,42 @@
+// Every workflow.GetVersion marker of the Delivery and gate workflows, with
+// what it guards. Each is asked where its change is; a change that alters
+// the command sequence adds one here and a history set that carries it.
+
+package workflows
+
+// versionCancelEnds marks deliveries that end a cancel request in a final
+// status of their own (canceled), recorded as any other end is. Asked only
+// once a cancel request has come, so no other history carries it.
+const versionCancelEnds = "cancel-ends"
+
+// versionPlainIdentifiers marks deliveries that refuse an identifier with a
+// control or bidirectional formatting character (opkey.CharacterError);
+// those started before the rule delivered it. Asked only for such an
+// identifier, so no other history carries it.
+const versionPlainIdentifiers = "plain-identifiers"
+
+// versionRecordedContract marks deliveries that decide from the terms in
+// their history. Asked only where a delivery has none recorded, so the
+// happy path (whose first attempt records them) writes no version marker.
+const versionRecordedContract = "recorded-contract"
+
+// versionReviewDesk marks deliveries that tell someone when they park,
+// never hold a decision back for a reminder, close the review timer when a
+// decision comes, and end as failed when nothing was delivered. Asked only
+// when a delivery parks or ends without an effect, so the happy path writes
+// no marker.
+const versionReviewDesk = "review-desk"
+
+// versionBatchRepeats marks deliveries that take a batch job's decision
+// once. Asked only when one arrives again, so no other history carries it.
+const versionBatchRepeats = "batch-repeats"
+
+// versionDerivedAttributes marks deliveries that replace search
+// attributes a caller set at start when they differ from the input's.
+const versionDerivedAttributes = "derived-attributes"
+
+// versionGateTerms marks gates that take their breaker and who may pause or
+// resume them from the workers' destinations file, recorded in history by
+// ResolveTerms, and whose resume also closes an open breaker. Asked once,
+// as a run starts: runs from before keep deciding from the reports' breaker.
+const versionGateTerms = "gate-terms"
