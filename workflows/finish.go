@@ -53,8 +53,9 @@ func (d *delivery) upsertState(ctx workflow.Context) error {
 // reviews select by them. The Go starter sets them right in the start
 // options, so they cost no event.
 func (d *delivery) ensureSearchAttributes(ctx workflow.Context) error {
-	if key, ok := workflow.GetTypedSearchAttributes(ctx).GetKeyword(SAKey); ok {
-		if d.attributesDerived(workflow.GetTypedSearchAttributes(ctx), key) ||
+	sa := workflow.GetTypedSearchAttributes(ctx)
+	if key, ok := sa.GetKeyword(SAKey); ok {
+		if d.attributesDerived(sa, key) ||
 			workflow.GetVersion(ctx, versionDerivedAttributes, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 			return nil
 		}

@@ -122,22 +122,32 @@ func recordGates(ctx context.Context, c client.Client, logger *slog.Logger) (map
 		if err := c.CancelWorkflow(ctx, id, ""); err != nil {
 			return nil, nil, fmt.Errorf("scenario %q: %w", sc.name, err)
 		}
-		desc, err := c.DescribeWorkflowExecution(ctx, id, "")
+		rc, err := recordLatest(ctx, c, gateSeed, sc.name, id, files)
 		if err != nil {
-			return nil, nil, fmt.Errorf("scenario %q: %w", sc.name, err)
+			return nil, nil, err
 		}
-		e := &workflowExecution{id: id, runID: desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()}
-		b, err := history(ctx, c, e)
-		if err != nil {
-			return nil, nil, fmt.Errorf("scenario %q: %w", sc.name, err)
-		}
-		name := fileName(gateSeed, sc.name, 0)
-		files[name] = b
-		index = append(index, testsuite.RecordedCase{Seed: gateSeed, Case: sc.name,
-			Histories: []testsuite.RecordedHistory{{File: name, WorkflowID: e.id, RunID: e.runID}}})
+		index = append(index, rc)
 		logger.Warn("recorded", "scenario", sc.name)
 	}
 	return files, index, nil
+}
+
+// recordLatest adds the history of workflow id's latest run to files, as
+// scenario of seed, and returns its index entry.
+func recordLatest(ctx context.Context, c client.Client, seed, scenario, id string, files map[string][]byte) (testsuite.RecordedCase, error) {
+	desc, err := c.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		return testsuite.RecordedCase{}, fmt.Errorf("scenario %q: %w", scenario, err)
+	}
+	e := &workflowExecution{id: id, runID: desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()}
+	b, err := history(ctx, c, e)
+	if err != nil {
+		return testsuite.RecordedCase{}, fmt.Errorf("scenario %q: %w", scenario, err)
+	}
+	name := fileName(seed, scenario, 0)
+	files[name] = b
+	return testsuite.RecordedCase{Seed: seed, Case: scenario,
+		Histories: []testsuite.RecordedHistory{{File: name, WorkflowID: e.id, RunID: e.runID}}}, nil
 }
 
 // gateDriver sends a scenario's reports and operator changes to one gate;

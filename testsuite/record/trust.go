@@ -139,19 +139,11 @@ func recordTrust(ctx context.Context, tmp *lab.Temporal, courier, dir string, lo
 		if err != nil {
 			return nil, nil, fmt.Errorf("scenario %q: %w", sc.name, err)
 		}
-		desc, err := c.DescribeWorkflowExecution(ctx, id, "")
+		rc, err := recordLatest(ctx, c, trustSeed, sc.name, id, files)
 		if err != nil {
-			return nil, nil, fmt.Errorf("scenario %q: %w", sc.name, err)
+			return nil, nil, err
 		}
-		e := &workflowExecution{id: id, runID: desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()}
-		b, err := history(ctx, c, e)
-		if err != nil {
-			return nil, nil, fmt.Errorf("scenario %q: %w", sc.name, err)
-		}
-		name := fileName(trustSeed, sc.name, 0)
-		files[name] = b
-		index = append(index, testsuite.RecordedCase{Seed: trustSeed, Case: sc.name,
-			Histories: []testsuite.RecordedHistory{{File: name, WorkflowID: e.id, RunID: e.runID}}})
+		index = append(index, rc)
 		logger.Warn("recorded", "scenario", sc.name)
 	}
 	return files, index, nil
