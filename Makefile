@@ -1,7 +1,7 @@
 # The pinned Temporal CLI (dev server 1.29.1, UI 2.42.1), built from source.
 TEMPORAL_CLI_VERSION := v1.5.1
 TEMPORAL := $(CURDIR)/bin/temporal
-# The web UI server courier dev serves (the UI the CLI bundles, with settings).
+# The web UI server courier-lab dev serves (the UI the CLI bundles, with settings).
 UI_SERVER_VERSION := v2.42.1
 UI_SERVER := $(CURDIR)/bin/ui-server/server
 WORKFLOWCHECK_VERSION := v0.6.0
@@ -19,7 +19,7 @@ NODES ?= 1
 
 ## dev: run Courier locally (dev server with SQLite, web UI, worker, sandbox destinations)
 dev: $(TEMPORAL) $(UI_SERVER)
-	go run ./cmd/courier dev
+	go run ./cmd/courier-lab dev
 
 ## test: vet, check workflow determinism, test everything (builds the Temporal CLI and server once)
 test: $(TEMPORAL) $(UI_SERVER) $(TEMPORAL_SERVER) vet lint
@@ -37,11 +37,11 @@ $(WORKFLOWCHECK):
 
 ## faultlab: print the seed fault-case report
 faultlab:
-	go run ./cmd/courier faultlab
+	go run ./cmd/courier-lab faultlab
 
 ## soak: chaos soak, 500 deliveries (a few minutes)
 soak: $(TEMPORAL)
-	go run ./cmd/courier soak
+	go run ./cmd/courier-lab soak
 
 ## histories: record a set of replay histories, SET=name (a new set after a workflow change; never an older one); GATE=1 for the destination gate's scenarios; TRUST=1 for the Delivery scenarios off the happy path
 histories: $(TEMPORAL)

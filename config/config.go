@@ -1,5 +1,5 @@
 // Package config holds Courier's sample destinations files: the one
-// `courier dev` runs against the sandbox (embedded, so the binary works from
+// `courier-lab dev` runs against the sandbox (embedded, so the binary works from
 // any directory) and the one docker-compose mounts into the worker.
 package config
 

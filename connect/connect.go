@@ -65,7 +65,7 @@ func DialWith(ctx context.Context, opts client.Options) (client.Client, error) {
 	c, err := client.DialContext(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("cannot reach Temporal at %s (namespace %q): %w\n"+
-			"start one locally with `courier dev` (make dev), or set TEMPORAL_ADDRESS and TEMPORAL_NAMESPACE",
+			"start one locally with `courier-lab dev` (make dev), or set TEMPORAL_ADDRESS and TEMPORAL_NAMESPACE",
 			opts.HostPort, opts.Namespace, err)
 	}
 	return c, nil

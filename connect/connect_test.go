@@ -58,5 +58,5 @@ func TestDialNamesTheAddress(t *testing.T) {
 
 	_, err = connect.Dial(context.Background(), nil)
 	require.ErrorContains(t, err, "cannot reach Temporal at "+addr+` (namespace "default")`)
-	require.ErrorContains(t, err, "courier dev")
+	require.ErrorContains(t, err, "courier-lab dev")
 }

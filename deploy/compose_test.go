@@ -57,6 +57,7 @@ type service struct {
 type build struct {
 	Context    string `yaml:"context"`
 	Dockerfile string `yaml:"dockerfile"`
+	Target     string `yaml:"target"`
 }
 
 type dependency struct {
@@ -140,6 +141,16 @@ func TestComposeCheckCatchesMistakes(t *testing.T) {
 		{"misspelt subcommand", func(c *composeFile) {
 			c.Services["worker"].Command[0] = "wroker"
 		}, `courier wroker`},
+		{"sandbox from the product image", inService("sandbox", func(s *service) {
+			b := *s.Build
+			b.Target = "product"
+			s.Build = &b
+		}), "`courier sandbox` is not a courier subcommand"},
+		{"unknown build target", inService("worker", func(s *service) {
+			b := *s.Build
+			b.Target = "debug"
+			s.Build = &b
+		}), `build target "debug"`},
 		{"flag that does not exist", inService("worker", func(s *service) {
 			s.Command = append(slices.Clone(s.Command), "--concurrency", "4")
 		}), "--concurrency"},
@@ -168,9 +179,11 @@ func TestDockerfileCheckCatchesMistakes(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(repoRoot, "Dockerfile"))
 	require.NoError(t, err)
 	for name, tc := range map[string]struct{ old, new, want string }{
-		"another package": {"./cmd/courier", "./cmd/other", "./cmd/courier"},
-		"runs as root":    {"USER 10001", "USER root", "non-root"},
-		"old Go":          {"golang:1.26", "golang:1.22", "go.mod"},
+		"another package":    {"./cmd/courier", "./cmd/other", "./cmd/courier"},
+		"lab in the product": {"FROM runtime AS product\n", "FROM lab AS product\n", "the product image carries the lab"},
+		"no lab target":      {"AS lab\n", "AS tools\n", "no stage named lab"},
+		"runs as root":       {"USER 10001", "USER root", "non-root"},
+		"old Go":             {"golang:1.26", "golang:1.22", "go.mod"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := filepath.Join(t.TempDir(), "Dockerfile")
@@ -181,7 +194,7 @@ func TestDockerfileCheckCatchesMistakes(t *testing.T) {
 }
 
 // checkCompose lists everything in c that does not refer to something real.
-func checkCompose(c composeFile, flags func(sub string) (map[string]bool, error)) []string {
+func checkCompose(c composeFile, flags programFlags) []string {
 	var problems []string
 	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	names := slices.Sorted(func(yield func(string) bool) {
@@ -276,7 +289,7 @@ func checkAddress(c composeFile, user, what, addr string) []string {
 }
 
 // containerPorts are the ports a service listens on: published or exposed
-// ones, and a courier sandbox's --addr.
+// ones, and a courier-lab sandbox's --addr.
 func containerPorts(s service) []string {
 	ports := slices.Clone(s.Expose)
 	for _, p := range s.Ports {
@@ -293,28 +306,37 @@ func containerPorts(s service) []string {
 	return ports
 }
 
-// checkCourierService checks a service running the courier image: a real
-// subcommand with real flags, and for the worker, its destinations file.
-func checkCourierService(c composeFile, name string, s service, flags func(string) (map[string]bool, error)) []string {
+// imagePrograms is the program each of the Dockerfile's targets runs.
+var imagePrograms = map[string]string{"product": "courier", "lab": "courier-lab"}
+
+// checkCourierService checks a service built from the Dockerfile: a target
+// of it, a real subcommand of that target's program with real flags, and
+// for the worker, the product image and its destinations file.
+func checkCourierService(c composeFile, name string, s service, flags programFlags) []string {
 	var problems []string
 	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	if s.Build.Context != "." || s.Build.Dockerfile != "Dockerfile" {
 		bad("%s: build must be the repository's Dockerfile (context ., dockerfile Dockerfile)", name)
 	}
-	if len(s.Command) == 0 {
-		bad("%s: no command (a courier subcommand)", name)
+	program, ok := imagePrograms[s.Build.Target]
+	if !ok {
+		bad("%s: build target %q: the Dockerfile's targets are product (courier) and lab (courier-lab)", name, s.Build.Target)
 		return problems
 	}
-	known, err := flags(s.Command[0])
+	if len(s.Command) == 0 {
+		bad("%s: no command (a %s subcommand)", name, program)
+		return problems
+	}
+	known, err := flags(program, s.Command[0])
 	if err != nil {
-		bad("%s: command `courier %s` is not a courier subcommand: %v", name, s.Command[0], err)
+		bad("%s: command `%s %s` is not a %s subcommand: %v", name, program, s.Command[0], program, err)
 		return problems
 	}
 	for _, arg := range s.Command[1:] {
 		if f, ok := strings.CutPrefix(arg, "--"); ok {
 			f, _, _ = strings.Cut(f, "=")
 			if !known[f] {
-				bad("%s: courier %s has no flag --%s", name, s.Command[0], f)
+				bad("%s: %s %s has no flag --%s", name, program, s.Command[0], f)
 			}
 		}
 	}
@@ -482,9 +504,16 @@ func flagValue(args []string, flag string) string {
 	return ""
 }
 
-// checkDockerfile: a multi-stage build of ./cmd/courier with the module's
-// Go version, into a non-root image whose entrypoint is courier (compose
-// commands are courier subcommands).
+// stage is one FROM of a Dockerfile, with what the checks read of it.
+type stage struct {
+	name, base, user, entrypoint string
+	copies                       []string
+}
+
+// checkDockerfile: a multi-stage build with the module's Go version into
+// two non-root images: the default target, product, carries courier alone
+// with courier as its entrypoint; the lab target carries courier-lab (and
+// the courier it runs), compose's sandbox.
 func checkDockerfile(file string) []string {
 	b, err := os.ReadFile(file)
 	if err != nil {
@@ -492,41 +521,77 @@ func checkDockerfile(file string) []string {
 	}
 	var problems []string
 	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
-	var froms, users []string
-	var builds, entrypoint string
+	var stages []*stage
+	byName := map[string]*stage{}
+	var builds string
 	s := bufio.NewScanner(bytes.NewReader(b))
 	for s.Scan() {
 		line := strings.TrimSpace(s.Text())
 		instr, rest, _ := strings.Cut(line, " ")
+		if strings.ToUpper(instr) != "FROM" && len(stages) == 0 {
+			continue
+		}
 		switch strings.ToUpper(instr) {
 		case "FROM":
-			froms = append(froms, rest)
-			users = append(users, "") // USER is per stage
+			f := strings.Fields(rest)
+			st := &stage{base: f[0]}
+			if len(f) == 3 && strings.EqualFold(f[1], "AS") {
+				st.name = f[2]
+				byName[st.name] = st
+			}
+			if parent := byName[st.base]; parent != nil { // USER and ENTRYPOINT carry over
+				st.user, st.entrypoint = parent.user, parent.entrypoint
+				st.copies = slices.Clone(parent.copies)
+			}
+			stages = append(stages, st)
 		case "USER":
-			users[len(users)-1] = rest
+			stages[len(stages)-1].user = rest
+		case "COPY":
+			stages[len(stages)-1].copies = append(stages[len(stages)-1].copies, rest)
 		case "RUN":
 			if strings.Contains(rest, "go build") {
 				builds += rest + "\n"
 			}
 		case "ENTRYPOINT":
-			entrypoint = rest
+			stages[len(stages)-1].entrypoint = rest
 		}
 	}
-	if len(froms) < 2 {
+	if len(stages) < 2 {
 		bad("Dockerfile: want a multi-stage build (a Go stage, then a small runtime stage)")
 		return problems
 	}
-	if !strings.Contains(builds, "./cmd/courier") {
-		bad("Dockerfile: no `go build ... ./cmd/courier`")
+	for _, pkg := range []string{"./cmd/courier\n", "./cmd/courier-lab\n"} {
+		if !strings.Contains(builds, pkg) {
+			bad("Dockerfile: no `go build ... %s`", strings.TrimSpace(pkg))
+		}
 	}
-	if gov := goVersion(); !strings.HasPrefix(froms[0], "golang:"+gov) {
-		bad("Dockerfile: build stage %q does not use Go %s from go.mod", froms[0], gov)
+	if gov := goVersion(); !strings.HasPrefix(stages[0].base, "golang:"+gov) {
+		bad("Dockerfile: build stage %q does not use Go %s from go.mod", stages[0].base, gov)
 	}
-	if u := users[len(users)-1]; u == "" || u == "root" || u == "0" {
-		bad("Dockerfile: the runtime stage must run as a non-root USER, not %q", u)
+	product := stages[len(stages)-1] // the default target
+	if product.name != "product" {
+		bad("Dockerfile: the last stage, the default target, must be named product, not %q", product.name)
 	}
-	if entrypoint != `["courier"]` {
-		bad(`Dockerfile: ENTRYPOINT must be ["courier"], got %s`, entrypoint)
+	if lab := byName["lab"]; lab == nil {
+		bad("Dockerfile: no stage named lab (compose's sandbox runs courier-lab from it)")
+	} else if lab.entrypoint != `["courier-lab"]` {
+		bad(`Dockerfile: the lab's ENTRYPOINT must be ["courier-lab"], got %s`, lab.entrypoint)
+	}
+	for _, st := range []*stage{product, byName["lab"]} {
+		if st == nil {
+			continue
+		}
+		if u := st.user; u == "" || u == "root" || u == "0" {
+			bad("Dockerfile: the %s image must run as a non-root USER, not %q", st.name, u)
+		}
+	}
+	if product.entrypoint != `["courier"]` {
+		bad(`Dockerfile: the product's ENTRYPOINT must be ["courier"], got %s`, product.entrypoint)
+	}
+	for _, cp := range product.copies {
+		if strings.Contains(cp, "courier-lab") {
+			bad("Dockerfile: the product image carries the lab (%s): only courier ships", cp)
+		}
 	}
 	return problems
 }
@@ -544,54 +609,59 @@ func goVersion() string {
 // "  -v, --name ...".
 var flagLine = regexp.MustCompile(`(?m)^\s+(?:-[a-z0-9], )?--([a-z][a-z0-9-]*)`)
 
-// courierFlags builds the courier binary once and reads each subcommand's
-// flags from its -h, so the compose commands are checked against the real
-// thing.
-func courierFlags(t *testing.T) func(sub string) (map[string]bool, error) {
+// programFlags reads the flags of a program's subcommand.
+type programFlags func(program, sub string) (map[string]bool, error)
+
+// courierFlags builds courier and courier-lab once and reads each
+// subcommand's flags from its -h, so the compose commands are checked
+// against the real thing.
+func courierFlags(t *testing.T) programFlags {
 	t.Helper()
-	bin := buildCourier(t)
+	dir := buildPrograms(t)
 	var mu sync.Mutex
 	cache := map[string]map[string]bool{}
-	return func(sub string) (map[string]bool, error) {
+	return func(program, sub string) (map[string]bool, error) {
 		mu.Lock()
 		defer mu.Unlock()
-		if f, ok := cache[sub]; ok {
+		if f, ok := cache[program+" "+sub]; ok {
 			return f, nil
 		}
-		out, err := exec.Command(bin, sub, "-h").CombinedOutput()
+		out, err := exec.Command(filepath.Join(dir, program), sub, "-h").CombinedOutput()
 		if err != nil {
 			return nil, fmt.Errorf("%v: %s", err, firstLine(out))
+		}
+		// An unknown word's -h prints the program's own help, and exits 0.
+		if !strings.HasPrefix(string(out), "usage: "+program+" "+sub+" ") {
+			return nil, fmt.Errorf("no such command (-h says %q)", firstLine(out))
 		}
 		f := map[string]bool{}
 		for _, m := range flagLine.FindAllStringSubmatch(string(out), -1) {
 			f[m[1]] = true
 		}
-		cache[sub] = f
+		cache[program+" "+sub] = f
 		return f, nil
 	}
 }
 
 var (
 	buildOnce sync.Once
-	builtBin  string
+	builtDir  string
 	buildErr  error
 )
 
-func buildCourier(t *testing.T) string {
+// buildPrograms builds both programs into one folder, once.
+func buildPrograms(t *testing.T) string {
 	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "courier-deploy-test")
-		if err != nil {
-			buildErr = err
+		if builtDir, buildErr = os.MkdirTemp("", "courier-deploy-test"); buildErr != nil {
 			return
 		}
-		builtBin = filepath.Join(dir, "courier")
-		out, err := exec.Command("go", "build", "-o", builtBin, "../cmd/courier").CombinedOutput()
+		out, err := exec.Command("go", "build", "-o", builtDir, "../cmd/courier", "../cmd/courier-lab").CombinedOutput()
 		if err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/courier: %v\n%s", err, out)
+			buildErr = fmt.Errorf("go build ./cmd/courier ./cmd/courier-lab: %v\n%s", err, out)
 		}
 	})
 	require.NoError(t, buildErr)
-	return builtBin
+	return builtDir
 }
 
 func firstLine(b []byte) string {
@@ -601,14 +671,14 @@ func firstLine(b []byte) string {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if builtBin != "" {
-		os.RemoveAll(filepath.Dir(builtBin))
+	if builtDir != "" {
+		os.RemoveAll(builtDir)
 	}
 	os.Exit(code)
 }
 
 // TestComposeWebUIMatchesDev: the compose file's web UI has the action
-// switches `courier dev` serves its UI with (no start, reset, terminate,
+// switches `courier-lab dev` serves its UI with (no start, reset, terminate,
 // cancel or batch actions; signals and updates on), under the names the
 // pinned ui-server reads.
 func TestComposeWebUIMatchesDev(t *testing.T) {
@@ -636,7 +706,7 @@ func TestComposeWebUIMatchesDev(t *testing.T) {
 }
 
 // TestComposeServerRunsLikeDev: the compose server's dynamic config turns on
-// what `courier dev`'s server runs with for speed (eager activities), and
+// what `courier-lab dev`'s server runs with for speed (eager activities), and
 // runs as many batch jobs at once.
 func TestComposeServerRunsLikeDev(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(repoRoot, "deploy", "dynamicconfig", "courier.yaml"))

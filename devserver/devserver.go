@@ -1,6 +1,6 @@
 // Package devserver finds, builds and starts the pinned Temporal dev server
 // (the Temporal CLI's start-dev) with Courier's search attributes, for tests,
-// `courier dev`, the benchmark and the soak.
+// `courier-lab dev`, the benchmark and the soak.
 package devserver
 
 import (

@@ -38,7 +38,7 @@ type UISetting struct {
 // again: off (and a stopped delivery is still read right and may run
 // again, see the starter). Signals and updates are how an operator decides
 // a review: on.
-// `courier dev` serves its UI with these, and docker-compose.yml must set
+// `courier-lab dev` serves its UI with these, and docker-compose.yml must set
 // the same (deploy's tests check it).
 var UISettings = []UISetting{
 	{Key: "startWorkflowDisabled", Env: "TEMPORAL_START_WORKFLOW_DISABLED", Value: true},

@@ -38,7 +38,7 @@ func (s *Stack) DeliveriesURL() string {
 	return ListURL(s.UIURL(), fmt.Sprintf("WorkflowType=%q", workflows.WorkflowType))
 }
 
-// Banner is what `courier dev` prints once everything runs: where things
+// Banner is what `courier-lab dev` prints once everything runs: where things
 // are, and commands to copy. Example ids are fresh on every start, so the
 // walkthrough works again on a stack that remembers the last run's.
 func (s *Stack) Banner() string {

@@ -3,7 +3,7 @@
 // destinations, a `courier worker` process over the sample destinations
 // file) with deliveries kept for 30 days and the web UI server (without
 // start and reset), all keeping their state in one folder so the next run
-// finds it again. It is what `courier dev` runs.
+// finds it again. It is what `courier-lab dev` runs.
 package devstack
 
 import (
@@ -31,7 +31,7 @@ import (
 	"github.com/abde64c9/courier/sandbox"
 )
 
-// Defaults of `courier dev`. Fixed ports keep the web UI address stable.
+// Defaults of `courier-lab dev`. Fixed ports keep the web UI address stable.
 const (
 	DefaultDir         = ".courier"
 	DefaultPort        = 7233
@@ -62,7 +62,8 @@ type Options struct {
 	SandboxAddr string
 	// MetricsAddr serves the worker's Prometheus metrics; empty: off.
 	MetricsAddr string
-	// Courier is the courier binary the worker process runs.
+	// Courier is the courier binary the worker process runs; empty: the
+	// one beside this program, or one built into Dir (lab.FindCourier).
 	Courier string
 	// Logger receives the stack's client logs, and its level is the
 	// worker's; nil discards.
@@ -100,9 +101,6 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	}
 	if o.Command == "" {
 		o.Command = guessCommand()
-	}
-	if o.Courier == "" {
-		return nil, errors.New("devstack: no courier binary to run the worker")
 	}
 	for _, p := range []struct {
 		port int
@@ -150,6 +148,12 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	}
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("state folder: %w", err)
+	}
+	if o.Courier == "" {
+		fmt.Fprintln(o.Progress, "finding the courier binary the worker runs (building it on first use)...")
+		if o.Courier, err = lab.FindCourier(filepath.Join(o.Dir, "bin")); err != nil {
+			return nil, err
+		}
 	}
 	if s.serverLog, err = os.OpenFile(filepath.Join(o.Dir, TemporalLog), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
 		return nil, fmt.Errorf("server log: %w", err)
@@ -226,7 +230,7 @@ func Destinations(sandboxURL, dir string) (contract.Config, error) {
 	return cfg, nil
 }
 
-// Retention is how long `courier dev` keeps finished deliveries, and so
+// Retention is how long `courier-lab dev` keeps finished deliveries, and so
 // how long it recognises a repeated request as the same delivery.
 const Retention = 30 * 24 * time.Hour
 
@@ -253,7 +257,7 @@ func keepDeliveries(ctx context.Context, c client.Client) error {
 func checkFree(port int, flag, what string) error {
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
-		return fmt.Errorf("port %d for %s is taken: %w\nis another `courier dev` or Temporal server running? Stop it, or pick another port with %s",
+		return fmt.Errorf("port %d for %s is taken: %w\nis another `courier-lab dev` or Temporal server running? Stop it, or pick another port with %s",
 			port, what, err, flag)
 	}
 	return ln.Close()
@@ -309,6 +313,6 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	if err := s.Stop(); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "stopped; the deliveries are kept in %s for the next `courier dev`\n", s.o.Dir)
+	fmt.Fprintf(out, "stopped; the deliveries are kept in %s for the next `courier-lab dev`\n", s.o.Dir)
 	return nil
 }

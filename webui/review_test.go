@@ -221,7 +221,7 @@ func findChromium(t *testing.T) string {
 	return ""
 }
 
-// startDevStack is `courier dev` on free ports in a folder of the test's.
+// startDevStack is `courier-lab dev` on free ports in a folder of the test's.
 func startDevStack(t *testing.T, ctx context.Context, courier string) *devstack.Stack {
 	t.Helper()
 	var ports [2]int

@@ -43,7 +43,7 @@ type Metrics struct {
 const reportEvery = time.Second
 
 // NewMetrics makes a registry of its own, so that several workers can live
-// in one process (tests, `courier dev`) without clashing.
+// in one process (tests, `courier-lab dev`) without clashing.
 func NewMetrics(logger *slog.Logger) *Metrics {
 	if logger == nil {
 		logger = slog.Default()

@@ -36,7 +36,7 @@ const (
 )
 
 // ProcessOptions configures a worker process: what `courier worker` and
-// `courier dev` run.
+// `courier-lab dev` run.
 type ProcessOptions struct {
 	// Config is the destinations (contract.Load or contract.Parse).
 	Config contract.Config

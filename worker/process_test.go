@@ -74,7 +74,7 @@ func TestStartProcessNamesTheUnreachableServer(t *testing.T) {
 		Config: destinations(t, "http://127.0.0.1:1", ""), Client: &client.Options{HostPort: "127.0.0.1:1"},
 	})
 	require.ErrorContains(t, err, "cannot reach Temporal at 127.0.0.1:1")
-	require.ErrorContains(t, err, "courier dev")
+	require.ErrorContains(t, err, "courier-lab dev")
 }
 
 // A real dev server, the sandbox and a worker process: after one created

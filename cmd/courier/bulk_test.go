@@ -23,6 +23,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/internal/cli"
 	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/sandbox"
@@ -184,7 +185,7 @@ func TestReviewAll(t *testing.T) {
 	t.Run("dry run sends nothing", func(t *testing.T) {
 		b.t = t
 		r := b.run(retryAll("--destination", "legacy", "--dry-run")...)
-		require.Equal(t, codeOK, r.code, r.stderr)
+		require.Equal(t, cli.CodeOK, r.code, r.stderr)
 		require.Contains(t, r.stderr, fmt.Sprintf("%d deliveries awaiting review match", n))
 		require.Contains(t, r.stderr, `CourierDestination = "legacy"`)
 		require.Contains(t, r.stderr, "dry run: nothing was sent")
@@ -202,7 +203,7 @@ func TestReviewAll(t *testing.T) {
 	t.Run("no --yes sends nothing", func(t *testing.T) {
 		b.t = t
 		r := b.run(retryAll("--destination", "legacy")...)
-		require.Equal(t, codeUsage, r.code, r.stderr)
+		require.Equal(t, cli.CodeUsage, r.code, r.stderr)
 		require.Contains(t, r.stderr, fmt.Sprintf("nothing was sent: add --yes to send decision retry by ops (\"outage over\") as one batch job signalling review to these %d deliveries", n))
 		require.Empty(t, r.stdout)
 	})
@@ -219,7 +220,7 @@ func TestReviewAll(t *testing.T) {
 			{[]string{"--query", `CourierBusinessID = "bulk-007"`}, 1},
 		} {
 			r := b.run(retryAll(append(tc.args, "--destination", "legacy", "--dry-run")...)...)
-			require.Equal(t, codeOK, r.code, "%v: %s", tc.args, r.stderr)
+			require.Equal(t, cli.CodeOK, r.code, "%v: %s", tc.args, r.stderr)
 			var p starter.BulkPreview
 			require.NoError(t, json.Unmarshal([]byte(r.stdout), &p), r.stdout)
 			require.Equal(t, tc.want, p.Matched, "%v", tc.args)
@@ -245,7 +246,7 @@ func TestReviewAll(t *testing.T) {
 			{[]string{"review", "--all", "--decision", "retry", "--reviewer", "ops", "--yes"}, "missing flag --note"},
 		} {
 			r := b.run(tc.args...)
-			require.Equal(t, codeUsage, r.code, "%v: %s", tc.args, r.stderr)
+			require.Equal(t, cli.CodeUsage, r.code, "%v: %s", tc.args, r.stderr)
 			require.Contains(t, r.stderr, tc.want, "%v", tc.args)
 			require.Empty(t, r.stdout, "%v", tc.args)
 		}
@@ -262,7 +263,7 @@ func TestReviewAll(t *testing.T) {
 	t.Run("one batch job decides all 200", func(t *testing.T) {
 		b.t = t
 		r := b.run(retryAll("--destination", "legacy", "--yes")...)
-		require.Equal(t, codeOK, r.code, r.stderr)
+		require.Equal(t, cli.CodeOK, r.code, r.stderr)
 		rep := bulkReport(t, r)
 		job = rep.JobID
 		require.Equal(t, "batch signal", rep.Via)
@@ -314,7 +315,7 @@ func TestReviewAll(t *testing.T) {
 		again := b.park("repark", m)
 		// By tenant: the job names the executions the statuses chose.
 		r := b.run(retryAll("--tenant", "acme", "--operation", "repark", "--yes")...)
-		require.Equal(t, codeOK, r.code, r.stderr)
+		require.Equal(t, cli.CodeOK, r.code, r.stderr)
 		rep := bulkReport(t, r)
 		require.Empty(t, rep.Query)
 		require.Equal(t, m, rep.Accepted)
@@ -370,7 +371,7 @@ func TestReviewAll(t *testing.T) {
 			{write("unmatched.csv", keys["bulk-001"]+",t"), "line 1: delivery " + keys["bulk-001"] + " (bulk → legacy · bulk-001 (acme), state created) is not among the 5 deliveries the filter matched"},
 		} {
 			r := b.run(delivered(tc.file)...)
-			require.Equal(t, codeUsage, r.code, "%s: %s", tc.file, r.stderr)
+			require.Equal(t, cli.CodeUsage, r.code, "%s: %s", tc.file, r.stderr)
 			require.Contains(t, r.stderr, tc.want, tc.file)
 			require.Empty(t, r.stdout)
 		}
@@ -380,7 +381,7 @@ func TestReviewAll(t *testing.T) {
 		}
 
 		r = b.run(delivered(write("good.csv", good...))...)
-		require.Equal(t, codeOK, r.code, r.stderr)
+		require.Equal(t, cli.CodeOK, r.code, r.stderr)
 		rep = bulkReport(t, r)
 		require.Equal(t, "updates", rep.Via)
 		require.Equal(t, m, rep.Sent)
@@ -411,7 +412,7 @@ func TestReviewAll(t *testing.T) {
 		// batch job's decision as ignored, and says why.
 		r := b.run("review", "--all", "--operation", "race", "--query", first3, "--decision", "retry",
 			"--reviewer", "mallory", "--note", "n", "--yes")
-		require.Equal(t, codeRefused, r.code, r.stderr)
+		require.Equal(t, cli.CodeRefused, r.code, r.stderr)
 		rep := bulkReport(t, r)
 		require.Equal(t, 3, rep.Ignored)
 		require.Zero(t, rep.Accepted)
@@ -481,7 +482,7 @@ func TestReviewAll(t *testing.T) {
 			return d
 		}
 		r := b.run(retryAll("--operation", "queued", "--yes")...)
-		require.Equal(t, codeOK, r.code, r.stderr)
+		require.Equal(t, cli.CodeOK, r.code, r.stderr)
 		rep := bulkReport(t, r)
 		require.Equal(t, len(queued), rep.Accepted)
 		require.Equal(t, enumspb.BATCH_OPERATION_STATE_RUNNING, describe("other-job").GetState(), "the jobs ran side by side")

@@ -5,13 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/internal/cli"
 	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/workflows"
@@ -25,7 +24,7 @@ func readPayload(arg string) (json.RawMessage, error) {
 	if name, ok := strings.CutPrefix(arg, "@"); ok {
 		var err error
 		if b, err = os.ReadFile(name); err != nil {
-			return nil, usageError("--payload %s: %w", arg, err)
+			return nil, cli.UsageError("--payload %s: %w", arg, err)
 		}
 		where = "--payload " + arg
 	}
@@ -33,9 +32,9 @@ func readPayload(arg string) (json.RawMessage, error) {
 		var syn *json.SyntaxError
 		if errors.As(json.Unmarshal(b, new(any)), &syn) {
 			line, col := lineCol(b, syn.Offset)
-			return nil, usageError("%s: malformed JSON at line %d, column %d: %v", where, line, col, syn)
+			return nil, cli.UsageError("%s: malformed JSON at line %d, column %d: %v", where, line, col, syn)
 		}
-		return nil, usageError("%s: %s", where, strings.TrimPrefix(err.Error(), "payload: "))
+		return nil, cli.UsageError("%s: %s", where, strings.TrimPrefix(err.Error(), "payload: "))
 	}
 	return b, nil
 }
@@ -57,24 +56,12 @@ func checkDestination(file, name string) (contract.Config, error) {
 	}
 	cfg, err := contract.Load(file)
 	if err != nil {
-		return cfg, usageError("%w", err)
+		return cfg, cli.UsageError("%w", err)
 	}
 	if _, ok := cfg.Destinations[name]; !ok {
-		return cfg, usageError("unknown destination %q: %s defines %s", name, file, strings.Join(cfg.Names(), ", "))
+		return cfg, cli.UsageError("unknown destination %q: %s defines %s", name, file, strings.Join(cfg.Names(), ", "))
 	}
 	return cfg, nil
-}
-
-// stderrLogger keeps the SDK's logs off stdout, which carries the result.
-func stderrLogger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-}
-
-func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
 }
 
 // startError maps what starter returns to an exit status.
@@ -86,13 +73,13 @@ func startError(err error) error {
 	var gateRefused *starter.GateRefusedError
 	switch {
 	case errors.As(err, &invalid):
-		return &exitError{code: codeUsage, err: err}
+		return &cli.ExitError{Code: cli.CodeUsage, Err: err}
 	case errors.As(err, &conflict):
-		return &exitError{code: codeConflict, err: err}
+		return &cli.ExitError{Code: cli.CodeConflict, Err: err}
 	case errors.Is(err, starter.ErrUnknownKey):
-		return &exitError{code: codeUnknownKey, err: fmt.Errorf("%w (check the key: `courier list` shows recent deliveries)", err)}
+		return &cli.ExitError{Code: cli.CodeUnknownKey, Err: fmt.Errorf("%w (check the key: `courier list` shows recent deliveries)", err)}
 	case errors.As(err, &notAwaiting), errors.As(err, &refused), errors.As(err, &gateRefused):
-		return &exitError{code: codeRefused, err: err}
+		return &cli.ExitError{Code: cli.CodeRefused, Err: err}
 	}
 	return err
 }
@@ -108,22 +95,22 @@ func outcome(st workflows.DeliveryStatus) error {
 		if st.Review != nil {
 			evidence = ": " + st.Review.Evidence
 		}
-		return &exitError{code: codeAwaiting, err: fmt.Errorf("delivery %s is awaiting review%s\n"+
+		return &cli.ExitError{Code: cli.CodeAwaiting, Err: fmt.Errorf("delivery %s is awaiting review%s\n"+
 			"check the destination for the effect, then decide:\n"+
 			"  courier review %s --decision delivered --resource-id ID --reviewer NAME --note TEXT   (you found it)\n"+
 			"  courier review %s --decision retry --reviewer NAME --note TEXT                       (it is not there)\n"+
 			"  courier review %s --decision abandon --reviewer NAME --note TEXT                     (give up)",
 			st.Key, evidence, st.Key, st.Key, st.Key)}
 	case workflows.State(workflows.StatusConflict):
-		return &exitError{code: codeConflict, err: fmt.Errorf("conflict: %s", st.Error)}
+		return &cli.ExitError{Code: cli.CodeConflict, Err: fmt.Errorf("conflict: %s", st.Error)}
 	case workflows.State(workflows.StatusRejected):
-		return &exitError{code: codeRejected, err: fmt.Errorf("rejected: %s", st.Error)}
+		return &cli.ExitError{Code: cli.CodeRejected, Err: fmt.Errorf("rejected: %s", st.Error)}
 	case workflows.State(workflows.StatusAttemptLimit), workflows.State(workflows.StatusAbandoned):
-		return &exitError{code: codeNotDelivered, err: fmt.Errorf("not delivered (%s): %s", st.State, st.Error)}
+		return &cli.ExitError{Code: cli.CodeNotDelivered, Err: fmt.Errorf("not delivered (%s): %s", st.State, st.Error)}
 	case workflows.State(workflows.StatusCanceled), workflows.State(workflows.StatusTerminated), workflows.State(workflows.StatusTimedOut):
-		return &exitError{code: codeStopped, err: stopped(st)}
+		return &cli.ExitError{Code: cli.CodeStopped, Err: stopped(st)}
 	}
-	return &exitError{code: codeError, err: fmt.Errorf("delivery %s is %s", st.Key, st.State)}
+	return &cli.ExitError{Code: cli.CodeError, Err: fmt.Errorf("delivery %s is %s", st.Key, st.State)}
 }
 
 // stopped says how a delivery stopped before it settled, and how to go on.

@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/abde64c9/courier/connect"
+	"github.com/abde64c9/courier/internal/cli"
 	"github.com/abde64c9/courier/starter"
 )
 
@@ -30,7 +31,7 @@ func dial(ctx context.Context, logger *slog.Logger) (client.Client, client.Optio
 // withStarter dials Temporal (see dial) and runs f with a client for
 // deliveries.
 func withStarter(ctx context.Context, f func(*starter.Client) error) error {
-	c, opts, err := dial(ctx, stderrLogger())
+	c, opts, err := dial(ctx, cli.StderrLogger())
 	if err != nil {
 		return err
 	}

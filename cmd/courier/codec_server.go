@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/abde64c9/courier/codec"
+	"github.com/abde64c9/courier/internal/cli"
 )
 
 func codecServerCommand() *cobra.Command {
@@ -23,8 +24,8 @@ func codecServerCommand() *cobra.Command {
 		Long: fmt.Sprintf("Serves the payload codec so the Temporal web UI can show encrypted payloads to\n"+
 			"operators who hold the key. Keys come from %s or %s (+ %s).", codec.EnvKeyFile, codec.EnvKey, codec.EnvKeyID),
 		Example:     "  COURIER_CODEC_KEY=... courier codec-server --addr 127.0.0.1:8089 --ui-origin http://localhost:8233",
-		Args:        noArgs,
-		Annotations: exits(basicExits...),
+		Args:        cli.NoArgs,
+		Annotations: cli.Exits(cli.BasicExits...),
 	}
 	c.Flags().StringVar(&addr, "addr", "127.0.0.1:8089", "address to serve /encode and /decode on")
 	c.Flags().StringVar(&origins, "ui-origin", "http://localhost:8233", "comma-separated web UI origins allowed to call it")

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/abde64c9/courier/internal/cli"
 	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/workflows"
@@ -27,15 +28,15 @@ prints the first delivery's receipt as "duplicate"; with another payload it is a
 and nothing is sent. Temporal is found through TEMPORAL_ADDRESS and TEMPORAL_NAMESPACE.`,
 		Example: `  courier deliver --destination helpdesk --operation create-ticket --id order-1 --payload '{"subject": "Call back"}'
   courier deliver --destination helpdesk --operation create-ticket --id order-1 --payload @ticket.json --no-wait`,
-		Args:        noArgs,
-		Annotations: exits(codeOK, codeError, codeUsage, codeConflict, codeRejected, codeAwaiting, codeNotDelivered, codeStopped),
+		Args:        cli.NoArgs,
+		Annotations: cli.Exits(cli.CodeOK, cli.CodeError, cli.CodeUsage, cli.CodeConflict, cli.CodeRejected, cli.CodeAwaiting, cli.CodeNotDelivered, cli.CodeStopped),
 	}
 	f := c.Flags()
 	f.StringVar(&in.Destination, "destination", "", "destination `name`, as in the workers' destinations file")
 	f.StringVar(&in.Operation.Operation, "operation", "", "operation `name`, e.g. create-ticket")
 	f.StringVar(&in.BusinessID, "id", "", "business `id` that makes the operation unique, e.g. an order number")
 	f.StringVar(&payload, "payload", "", "the payload: a JSON object, or @`file` holding one")
-	required(c, "destination", "operation", "id", "payload")
+	cli.Required(c, "destination", "operation", "id", "payload")
 	f.StringVar(&in.Tenant, "tenant", "", "`tenant`, part of the key")
 	f.BoolVar(&noWait, "no-wait", false, "print the delivery's key and workflow ID once started, without waiting for the result")
 	f.StringVar(&destinations, "destinations", "", "destinations `file`: check the destination is in it before sending")
@@ -45,7 +46,7 @@ and nothing is sent. Temporal is found through TEMPORAL_ADDRESS and TEMPORAL_NAM
 			return err
 		}
 		if err := in.Operation.Validate(); err != nil {
-			return usageError("%w", err)
+			return cli.UsageError("%w", err)
 		}
 		if _, err := checkDestination(destinations, in.Destination); err != nil {
 			return err
@@ -64,7 +65,7 @@ func deliver(ctx context.Context, s *starter.Client, in workflows.DeliveryInput,
 		if err != nil {
 			return startError(err)
 		}
-		return printJSON(os.Stdout, h)
+		return cli.PrintJSON(os.Stdout, h)
 	}
 	st, err := s.Deliver(ctx, in)
 	var conflict *starter.ConflictError
@@ -77,7 +78,7 @@ func deliver(ctx context.Context, s *starter.Client, in workflows.DeliveryInput,
 				Attempts: []workflows.Attempt{}, Events: []workflows.Event{}, Error: conflict.Error(),
 			},
 		}
-		if perr := printJSON(os.Stdout, st); perr != nil {
+		if perr := cli.PrintJSON(os.Stdout, st); perr != nil {
 			return perr
 		}
 	}
@@ -88,7 +89,7 @@ func deliver(ctx context.Context, s *starter.Client, in workflows.DeliveryInput,
 	if err != nil {
 		return startError(err)
 	}
-	if err := printJSON(os.Stdout, st); err != nil {
+	if err := cli.PrintJSON(os.Stdout, st); err != nil {
 		return err
 	}
 	return outcome(st)

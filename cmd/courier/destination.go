@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/abde64c9/courier/internal/cli"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/worker"
 	"github.com/abde64c9/courier/workflows"
@@ -27,7 +28,7 @@ deadline. On resume, or when the breaker closes, they are released at the destin
 rate limit. The gate lives in Temporal (workflow destination-NAME): it holds across worker
 and server restarts. When the destinations file lists reviewers, only they may pause and
 resume (--by); anyone else is refused.`,
-		Annotations: exits(basicExits...),
+		Annotations: cli.Exits(cli.BasicExits...),
 	}
 	c.AddCommand(pauseCommand(), resumeCommand(), destinationStatusCommand())
 	return c
@@ -45,19 +46,19 @@ moment this command returns no new one is sent, and deliveries to it wait as pau
 workflow was terminated or canceled is started again, paused.`,
 		Example: `  courier destination pause legacy --reason "maintenance window" --by alice --until 2h
   courier destination pause legacy --reason "partner outage INC-42" --by alice`,
-		Args:        oneArg("NAME", "the destination's name in the destinations file"),
-		Annotations: exits(codeOK, codeError, codeUsage, codeRefused),
+		Args:        cli.OneArg("NAME", "the destination's name in the destinations file"),
+		Annotations: cli.Exits(cli.CodeOK, cli.CodeError, cli.CodeUsage, cli.CodeRefused),
 	}
 	f := c.Flags()
 	f.StringVar(&r.Reason, "reason", "", "why, for the audit trail and every held delivery's details")
 	f.StringVar(&r.By, "by", "", "who is pausing, `name` (one of the destinations file's reviewers, when it lists any)")
 	f.StringVar(&until, "until", "", "end the pause by itself at this `time` (RFC 3339, or a duration such as 2h)")
-	required(c, "reason", "by")
+	cli.Required(c, "reason", "by")
 	c.RunE = func(c *cobra.Command, args []string) error {
 		if until != "" {
 			t, err := parseUntil(until, time.Now())
 			if err != nil {
-				return usageError("--until: %w", err)
+				return cli.UsageError("--until: %w", err)
 			}
 			r.Until = t
 		}
@@ -70,7 +71,7 @@ workflow was terminated or canceled is started again, paused.`,
 			// Workers read the gate at most this old: after it, none sends.
 			time.Sleep(worker.GateFresh)
 			fmt.Fprintf(os.Stderr, "%s paused: no attempt is sent to it now; resume with: courier destination resume %s --by NAME\n", args[0], args[0])
-			return printJSON(os.Stdout, st)
+			return cli.PrintJSON(os.Stdout, st)
 		})
 	}
 	return c
@@ -87,12 +88,12 @@ again, and its held deliveries are released at its rate limit. Recorded as a tra
 --by. Refused when it is not paused and its breaker is closed. A gate whose workflow was
 terminated or canceled while paused or open is started again, resumed.`,
 		Example:     `  courier destination resume legacy --by alice --note "maintenance over"`,
-		Args:        oneArg("NAME", "the destination's name in the destinations file"),
-		Annotations: exits(codeOK, codeError, codeUsage, codeRefused),
+		Args:        cli.OneArg("NAME", "the destination's name in the destinations file"),
+		Annotations: cli.Exits(cli.CodeOK, cli.CodeError, cli.CodeUsage, cli.CodeRefused),
 	}
 	c.Flags().StringVar(&r.By, "by", "", "who is resuming, `name` (one of the destinations file's reviewers, when it lists any)")
 	c.Flags().StringVar(&r.Note, "note", "", "why, for the audit trail")
-	required(c, "by")
+	cli.Required(c, "by")
 	c.RunE = func(c *cobra.Command, args []string) error {
 		ctx := c.Context()
 		return withStarter(ctx, func(s *starter.Client) error {
@@ -101,7 +102,7 @@ terminated or canceled while paused or open is started again, resumed.`,
 				return startError(err)
 			}
 			fmt.Fprintf(os.Stderr, "%s is %s; held deliveries are released at its rate limit\n", args[0], st.State)
-			return printJSON(os.Stdout, st)
+			return cli.PrintJSON(os.Stdout, st)
 		})
 	}
 	return c
@@ -120,7 +121,7 @@ holds its destination, shown as "paused (gate terminated)": resume clears it, pa
 restores it, each starting a new gate.`,
 		Example:     "  courier destination status\n  courier destination status legacy --json",
 		Args:        cobra.MaximumNArgs(1),
-		Annotations: exits(basicExits...),
+		Annotations: cli.Exits(cli.BasicExits...),
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON instead of a table")
 	c.RunE = func(c *cobra.Command, args []string) error {
@@ -142,7 +143,7 @@ restores it, each starting a new gate.`,
 				out = append(out, st)
 			}
 			if asJSON {
-				return printJSON(os.Stdout, out)
+				return cli.PrintJSON(os.Stdout, out)
 			}
 			return printGates(os.Stdout, os.Stderr, out)
 		})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/abde64c9/courier/internal/cli"
 	"github.com/abde64c9/courier/starter"
 )
 
@@ -28,8 +29,8 @@ func listCommand() *cobra.Command {
 			"A delivery waiting to retry or looking up its effect shows as delivering.",
 		Example: `  courier list --state awaiting_review
   courier list --destination helpdesk --limit 10 --json`,
-		Args:        noArgs,
-		Annotations: exits(basicExits...),
+		Args:        cli.NoArgs,
+		Annotations: cli.Exits(cli.BasicExits...),
 	}
 	f := c.Flags()
 	f.StringVar(&o.State, "state", "", "only deliveries in this `state`, e.g. awaiting_review")
@@ -37,14 +38,14 @@ func listCommand() *cobra.Command {
 	f.IntVar(&o.Limit, "limit", 100, "at most `n` deliveries (0: all)")
 	f.BoolVar(&asJSON, "json", false, "print JSON instead of a table")
 	f.StringVar(&destinations, "destinations", "", "destinations `file`: check --destination is in it")
-	choices(c, "state", starter.ListStates...)
+	cli.Choices(c, "state", starter.ListStates...)
 	_ = c.MarkFlagFilename("destinations", "json")
 	c.RunE = func(c *cobra.Command, _ []string) error {
 		if o.State != "" && !slices.Contains(starter.ListStates, o.State) {
-			return usageError("--state %q unknown; use one of %s", o.State, strings.Join(starter.ListStates, ", "))
+			return cli.UsageError("--state %q unknown; use one of %s", o.State, strings.Join(starter.ListStates, ", "))
 		}
 		if o.Limit < 0 {
-			return usageError("--limit must not be negative")
+			return cli.UsageError("--limit must not be negative")
 		}
 		if o.Destination != "" {
 			if _, err := checkDestination(destinations, o.Destination); err != nil {
@@ -72,7 +73,7 @@ func list(ctx context.Context, s *starter.Client, o starter.ListOptions, asJSON 
 		if ds == nil {
 			ds = []starter.Delivery{}
 		}
-		return printJSON(os.Stdout, ds)
+		return cli.PrintJSON(os.Stdout, ds)
 	}
 	if len(ds) == 0 {
 		return nil

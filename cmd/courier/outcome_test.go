@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/internal/cli"
 	"github.com/abde64c9/courier/workflows"
 )
 
@@ -19,9 +20,9 @@ func TestOutcomeStopped(t *testing.T) {
 		Ended: &workflows.RunEnded{RunID: "run-1", How: workflows.StatusTerminated, At: at, Reason: "stuck"},
 		DeliveryResult: workflows.DeliveryResult{Key: "k", Status: workflows.StatusTerminated,
 			Attempts: []workflows.Attempt{{Number: 1, Class: contract.ClassUnknown}}}}
-	var e *exitError
+	var e *cli.ExitError
 	require.True(t, errors.As(outcome(terminated), &e))
-	require.Equal(t, codeStopped, e.code)
+	require.Equal(t, cli.CodeStopped, e.Code)
 	for _, want := range []string{"terminated (run run-1, at 2026-12-01T10:00:00Z: stuck)", "may have applied", "deliver the operation again"} {
 		require.Contains(t, e.Error(), want)
 	}
@@ -30,6 +31,6 @@ func TestOutcomeStopped(t *testing.T) {
 		DeliveryResult: workflows.DeliveryResult{Key: "k", Status: workflows.StatusCanceled, Error: "canceled on request",
 			Attempts: []workflows.Attempt{{Number: 1, Class: contract.ClassNotSent}}}}
 	require.True(t, errors.As(outcome(canceled), &e))
-	require.Equal(t, codeStopped, e.code)
+	require.Equal(t, cli.CodeStopped, e.Code)
 	require.Contains(t, e.Error(), "none of its attempts applied")
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/abde64c9/courier/activities/probe"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/internal/cli"
 	"github.com/abde64c9/courier/worker"
 )
 
@@ -30,11 +31,11 @@ func probeCommand() *cobra.Command {
 			"  none                sends once (a second send would be a second effect)\n\n" +
 			"The effects it creates are listed so you can delete them.",
 		Example:     "  courier probe ignoring --destinations config/destinations.dev.json",
-		Args:        oneArg("DESTINATION", "a destination of the destinations file"),
-		Annotations: exits(codeOK, codeError, codeUsage, codeRejected, codeViolation),
+		Args:        cli.OneArg("DESTINATION", "a destination of the destinations file"),
+		Annotations: cli.Exits(cli.CodeOK, cli.CodeError, cli.CodeUsage, cli.CodeRejected, cli.CodeViolation),
 	}
 	c.Flags().StringVar(&file, "destinations", "", "destinations `file` the workers use")
-	required(c, "destinations")
+	cli.Required(c, "destinations")
 	_ = c.MarkFlagFilename("destinations", "json")
 	c.Flags().StringVar(&payload, "payload", "", "probe payload, a JSON object or @`file`, for destinations that validate theirs\n"+
 		"(default: {\"request_id\": <probe id>, \"subject\": \"Courier probe ...\", \"courier_probe\": true})")
@@ -69,10 +70,10 @@ func runProbe(ctx context.Context, name, file, payload string, asJSON bool) (err
 
 	r, err := probe.Run(ctx, name, d, ads.ByName[name], o)
 	if err != nil {
-		return usageError("%w", err)
+		return cli.UsageError("%w", err)
 	}
 	if asJSON {
-		err = printJSON(os.Stdout, r)
+		err = cli.PrintJSON(os.Stdout, r)
 	} else {
 		err = printProbe(os.Stdout, r)
 	}
@@ -83,11 +84,11 @@ func runProbe(ctx context.Context, name, file, payload string, asJSON bool) (err
 	case probe.Passed:
 		return nil
 	case probe.Violation:
-		return &exitError{code: codeViolation, err: fmt.Errorf("destination %q breaks its contract (dedup %s)", name, d.Contract.Dedup)}
+		return &cli.ExitError{Code: cli.CodeViolation, Err: fmt.Errorf("destination %q breaks its contract (dedup %s)", name, d.Contract.Dedup)}
 	case probe.Rejected:
-		return &exitError{code: codeRejected, err: fmt.Errorf("destination %q refused the probe payload", name)}
+		return &cli.ExitError{Code: cli.CodeRejected, Err: fmt.Errorf("destination %q refused the probe payload", name)}
 	}
-	return &exitError{code: codeError, err: fmt.Errorf("probe of %q inconclusive", name)}
+	return &cli.ExitError{Code: cli.CodeError, Err: fmt.Errorf("probe of %q inconclusive", name)}
 }
 
 func printProbe(w io.Writer, r probe.Report) error {

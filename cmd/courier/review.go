@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/abde64c9/courier/internal/cli"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -58,21 +59,21 @@ how many accepted the decision, ignored it (and why) or received it again, as JS
 		Args: func(c *cobra.Command, args []string) error {
 			if b.all {
 				if len(args) > 0 {
-					return usageError("--all decides the deliveries the filters select: give no KEY (got %q)", args[0])
+					return cli.UsageError("--all decides the deliveries the filters select: give no KEY (got %q)", args[0])
 				}
 				return nil
 			}
 			return keyArg(c, args)
 		},
-		Annotations: exits(codeOK, codeError, codeUsage, codeRejected, codeAwaiting, codeNotDelivered,
-			codeUnknownKey, codeRefused, codeStopped),
+		Annotations: cli.Exits(cli.CodeOK, cli.CodeError, cli.CodeUsage, cli.CodeRejected, cli.CodeAwaiting, cli.CodeNotDelivered,
+			cli.CodeUnknownKey, cli.CodeRefused, cli.CodeStopped),
 	}
 	f := c.Flags()
 	f.StringVar(&d.Decision, "decision", "", "retry, delivered or abandon")
 	f.StringVar(&d.Reviewer, "reviewer", "", "who is deciding, `name` (checked against the workers' reviewers list)")
 	f.StringVar(&d.Note, "note", "", "why: what you checked, for the audit trail")
-	required(c, "decision", "reviewer", "note")
-	choices(c, "decision", workflows.DecisionRetry, workflows.DecisionDelivered, workflows.DecisionAbandon)
+	cli.Required(c, "decision", "reviewer", "note")
+	cli.Choices(c, "decision", workflows.DecisionRetry, workflows.DecisionDelivered, workflows.DecisionAbandon)
 	f.StringVar(&d.ResourceID, "resource-id", "", "the `id` of the effect you found (required with --decision delivered)")
 	f.BoolVar(&wait, "wait", false, "wait for the delivery to finish or stop again, print its status, exit as deliver does")
 	f.BoolVar(&b.all, "all", false, "decide every delivery awaiting review that the filters below select, instead of KEY")
@@ -101,7 +102,7 @@ how many accepted the decision, ignored it (and why) or received it again, as JS
 		}
 		key, _ := starter.ParseKey(args[0]) // keyArg checked it
 		if err := d.Validate(); err != nil {
-			return usageError("invalid decision: %w", err)
+			return cli.UsageError("invalid decision: %w", err)
 		}
 		return withStarter(ctx, func(s *starter.Client) error { return review(ctx, s, key, d, wait) })
 	}
@@ -115,7 +116,7 @@ var bulkOnly = []string{"destination", "tenant", "operation", "parked-before", "
 func (b *bulkFlags) checkNone(c *cobra.Command) error {
 	for _, name := range bulkOnly {
 		if c.Flags().Changed(name) {
-			return usageError("--%s selects or paces deliveries for --all; for one delivery give its KEY alone", name)
+			return cli.UsageError("--%s selects or paces deliveries for --all; for one delivery give its KEY alone", name)
 		}
 	}
 	return nil
@@ -127,25 +128,25 @@ func (b *bulkFlags) check(c *cobra.Command, d workflows.ReviewDecision, wait boo
 	bd := starter.BulkDecision{Decision: d.Decision, Reviewer: d.Reviewer, Note: d.Note, RPS: b.rps}
 	switch {
 	case d.ResourceID != "":
-		return bd, nil, usageError("--resource-id is one delivery's; with --all give --resource-ids FILE of key,resource-id lines")
+		return bd, nil, cli.UsageError("--resource-id is one delivery's; with --all give --resource-ids FILE of key,resource-id lines")
 	case wait:
-		return bd, nil, usageError("--wait follows one delivery; --all waits for its batch job and reports each delivery's decision")
+		return bd, nil, cli.UsageError("--wait follows one delivery; --all waits for its batch job and reports each delivery's decision")
 	case b.yes && b.dryRun:
-		return bd, nil, usageError("--yes sends and --dry-run does not: give one of them")
+		return bd, nil, cli.UsageError("--yes sends and --dry-run does not: give one of them")
 	case b.rps <= 0:
-		return bd, nil, usageError("--rps must be positive, e.g. --rps %d", starter.DefaultBulkRPS)
+		return bd, nil, cli.UsageError("--rps must be positive, e.g. --rps %d", starter.DefaultBulkRPS)
 	case b.sample < 0:
-		return bd, nil, usageError("--sample must not be negative")
+		return bd, nil, cli.UsageError("--sample must not be negative")
 	case d.Decision == workflows.DecisionDelivered && b.resourceIDs == "":
-		return bd, nil, usageError("--decision delivered with --all needs --resource-ids FILE: one key,resource-id line per delivery " +
+		return bd, nil, cli.UsageError("--decision delivered with --all needs --resource-ids FILE: one key,resource-id line per delivery " +
 			"(each effect has its own id, and a batch signal carries one payload for all)")
 	case d.Decision != workflows.DecisionDelivered && b.resourceIDs != "":
-		return bd, nil, usageError("--resource-ids goes with --decision delivered, not %s", d.Decision)
+		return bd, nil, cli.UsageError("--resource-ids goes with --decision delivered, not %s", d.Decision)
 	}
 	if b.parkedBefore != "" {
 		t, err := parseTimeOrAgo(b.parkedBefore)
 		if err != nil {
-			return bd, nil, usageError("--parked-before %q: %w", b.parkedBefore, err)
+			return bd, nil, cli.UsageError("--parked-before %q: %w", b.parkedBefore, err)
 		}
 		b.filter.ParkedBefore = t
 	}
@@ -154,19 +155,19 @@ func (b *bulkFlags) check(c *cobra.Command, d workflows.ReviewDecision, wait boo
 		check.ResourceID = "from --resource-ids"
 	}
 	if err := check.Validate(); err != nil {
-		return bd, nil, usageError("invalid decision: %w", err)
+		return bd, nil, cli.UsageError("invalid decision: %w", err)
 	}
 	if b.resourceIDs == "" {
 		return bd, nil, nil
 	}
 	f, err := os.Open(b.resourceIDs)
 	if err != nil {
-		return bd, nil, usageError("--resource-ids: %w", err)
+		return bd, nil, cli.UsageError("--resource-ids: %w", err)
 	}
 	defer f.Close()
 	lines, err := starter.ReadResourceIDs(f)
 	if err != nil {
-		return bd, nil, usageError("--resource-ids %s: %w", b.resourceIDs, err)
+		return bd, nil, cli.UsageError("--resource-ids %s: %w", b.resourceIDs, err)
 	}
 	return bd, lines, nil
 }
@@ -190,12 +191,12 @@ func reviewAll(ctx context.Context, s *starter.Client, b bulkFlags, d starter.Bu
 	printPreview(p)
 	if lines != nil {
 		if d.ResourceIDs, err = s.CheckResourceIDs(ctx, p, lines); err != nil {
-			return usageError("--resource-ids %s: %w; nothing was sent", b.resourceIDs, err)
+			return cli.UsageError("--resource-ids %s: %w; nothing was sent", b.resourceIDs, err)
 		}
 	}
 	if p.Matched == 0 {
 		fmt.Fprintln(os.Stderr, "nothing to decide")
-		return printJSON(os.Stdout, p)
+		return cli.PrintJSON(os.Stdout, p)
 	}
 	via := "one batch job signalling review"
 	if d.Decision == workflows.DecisionDelivered {
@@ -204,10 +205,10 @@ func reviewAll(ctx context.Context, s *starter.Client, b bulkFlags, d starter.Bu
 	what := fmt.Sprintf("decision %s by %s (%q) as %s", d.Decision, d.Reviewer, d.Note, via)
 	if b.dryRun {
 		fmt.Fprintf(os.Stderr, "dry run: nothing was sent; --yes would send %s\n", what)
-		return printJSON(os.Stdout, p)
+		return cli.PrintJSON(os.Stdout, p)
 	}
 	if !b.yes {
-		return usageError("nothing was sent: add --yes to send %s to these %d deliveries (--dry-run lists them and sends nothing)",
+		return cli.UsageError("nothing was sent: add --yes to send %s to these %d deliveries (--dry-run lists them and sends nothing)",
 			what, p.Matched)
 	}
 	rep, err := s.ReviewBulk(ctx, p, d)
@@ -228,16 +229,16 @@ func reviewAll(ctx context.Context, s *starter.Client, b bulkFlags, d starter.Bu
 	for _, ig := range rep.IgnoredDeliveries {
 		fmt.Fprintf(os.Stderr, "  ignored by %s: %s\n", ig.Key, ig.Reason)
 	}
-	if err := printJSON(os.Stdout, rep); err != nil {
+	if err := cli.PrintJSON(os.Stdout, rep); err != nil {
 		return err
 	}
 	switch {
 	case rep.Unaccounted > 0:
-		return &exitError{code: codeError, err: fmt.Errorf("%d deliveries hold no record of batch job %s: it did not reach them "+
+		return &cli.ExitError{Code: cli.CodeError, Err: fmt.Errorf("%d deliveries hold no record of batch job %s: it did not reach them "+
 			"(decided or finished in between, or failed above); check them with courier status %s",
 			rep.Unaccounted, rep.JobID, rep.UnaccountedKeys[0])}
 	case rep.Ignored > 0:
-		return &exitError{code: codeRefused, err: fmt.Errorf("%d deliveries ignored the decision (reasons above)", rep.Ignored)}
+		return &cli.ExitError{Code: cli.CodeRefused, Err: fmt.Errorf("%d deliveries ignored the decision (reasons above)", rep.Ignored)}
 	}
 	return nil
 }
@@ -283,13 +284,13 @@ func review(ctx context.Context, s *starter.Client, key string, d workflows.Revi
 	}
 	if !wait {
 		fmt.Fprintf(os.Stderr, "decision %s accepted; follow the delivery with: courier status %s\n", rec.Decision, key)
-		return printJSON(os.Stdout, rec)
+		return cli.PrintJSON(os.Stdout, rec)
 	}
 	st, err := s.Wait(ctx, key)
 	if err != nil {
 		return startError(err)
 	}
-	if err := printJSON(os.Stdout, st); err != nil {
+	if err := cli.PrintJSON(os.Stdout, st); err != nil {
 		return err
 	}
 	return outcome(st)

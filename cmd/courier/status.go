@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/abde64c9/courier/internal/cli"
 	"github.com/abde64c9/courier/starter"
 )
 
@@ -20,7 +21,7 @@ workflow ID delivery-KEY. A run the server terminated shows as terminated, with 
 when, not as the state it was stopped in. The exit status is 0 whatever the delivery's state.`,
 		Example:     "  courier status 3f0c9a4e-1b2d-5c6e-8f70-9a1b2c3d4e5f",
 		Args:        keyArg,
-		Annotations: exits(codeOK, codeError, codeUsage, codeUnknownKey),
+		Annotations: cli.Exits(cli.CodeOK, cli.CodeError, cli.CodeUsage, cli.CodeUnknownKey),
 		RunE: func(c *cobra.Command, args []string) error {
 			key, _ := starter.ParseKey(args[0]) // keyArg checked it
 			ctx := c.Context()
@@ -35,7 +36,7 @@ when, not as the state it was stopped in. The exit status is 0 whatever the deli
 				if st.Status.EndedUnfinished() {
 					fmt.Fprintln(os.Stderr, stopped(st))
 				}
-				return printJSON(os.Stdout, st)
+				return cli.PrintJSON(os.Stdout, st)
 			})
 		},
 	}
@@ -44,11 +45,11 @@ when, not as the state it was stopped in. The exit status is 0 whatever the deli
 // keyArg takes the one KEY argument of status and review: a delivery key
 // or its workflow ID.
 func keyArg(c *cobra.Command, args []string) error {
-	if err := oneArg("KEY", "the key `courier deliver` printed, or its workflow ID")(c, args); err != nil {
+	if err := cli.OneArg("KEY", "the key `courier deliver` printed, or its workflow ID")(c, args); err != nil {
 		return err
 	}
 	if _, err := starter.ParseKey(args[0]); err != nil {
-		return usageError("%w", err)
+		return cli.UsageError("%w", err)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/internal/cli"
 	"github.com/abde64c9/courier/worker"
 )
 
@@ -20,16 +21,16 @@ client environment: TEMPORAL_ADDRESS (default localhost:7233),
 TEMPORAL_NAMESPACE (default "default"), TEMPORAL_API_KEY, TEMPORAL_TLS_*,
 TEMPORAL_PROFILE. Stops gracefully on SIGINT or SIGTERM.`,
 		Example:     "  courier worker --destinations config/destinations.dev.json --metrics :9090",
-		Args:        noArgs,
-		Annotations: exits(basicExits...),
+		Args:        cli.NoArgs,
+		Annotations: cli.Exits(cli.BasicExits...),
 	}
 	c.Flags().StringVar(&destinations, "destinations", "", "destinations `file` (JSON), e.g. config/destinations.dev.json")
 	c.Flags().StringVar(&o.MetricsAddr, "metrics", "", "serve Prometheus metrics on `ADDR` (/metrics, and /healthz), e.g. :9090; empty: off")
-	required(c, "destinations")
+	cli.Required(c, "destinations")
 	_ = c.MarkFlagFilename("destinations", "json")
-	logs := addLogFlags(c, true)
+	logs := cli.AddLogFlags(c, true)
 	c.RunE = func(c *cobra.Command, _ []string) (err error) {
-		if o.Logger, err = logs.logger(); err != nil {
+		if o.Logger, err = logs.Logger(); err != nil {
 			return err
 		}
 		if o.Config, err = contract.Load(destinations); err != nil {

@@ -3,14 +3,14 @@ package main
 import (
 	"context"
 	"errors"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/abde64c9/courier/internal/cli"
 )
 
 // A destinations file the worker accepts; the cases below break it.
@@ -94,9 +94,9 @@ func TestWorkerCommandRefusesBadSetup(t *testing.T) {
 			}
 			require.NotContains(t, err.Error(), "cannot reach Temporal", "the setup must fail before dialing")
 			if tc.code != 0 {
-				var ee *exitError
+				var ee *cli.ExitError
 				require.True(t, errors.As(err, &ee), "want an exit status, got %v", err)
-				require.Equal(t, tc.code, ee.code)
+				require.Equal(t, tc.code, ee.Code)
 			}
 		})
 	}
@@ -107,46 +107,4 @@ func TestWorkerCommandNamesUnreachableTemporal(t *testing.T) {
 	t.Setenv("TEMPORAL_ADDRESS", "127.0.0.1:1")
 	err := runWorker(context.Background(), []string{"--destinations", writeDestinations(t, goodDestinations)})
 	require.ErrorContains(t, err, "cannot reach Temporal at 127.0.0.1:1")
-}
-
-func takenPort(t *testing.T) (addr string, port int) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { ln.Close() })
-	return ln.Addr().String(), ln.Addr().(*net.TCPAddr).Port
-}
-
-func TestSandboxCommandNamesTakenAddress(t *testing.T) {
-	addr, _ := takenPort(t)
-	err := runSandbox(context.Background(), []string{"--addr", addr, "--db", filepath.Join(t.TempDir(), "s.db")})
-	require.ErrorContains(t, err, addr)
-	require.ErrorContains(t, err, "--addr")
-}
-
-// Taken ports stop `courier dev` before it starts anything, naming the
-// port and the flag that moves it.
-func TestDevCommandNamesTakenPorts(t *testing.T) {
-	addr, port := takenPort(t)
-	free := func() string {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		defer ln.Close()
-		return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-	}
-	dir := filepath.Join(t.TempDir(), "state")
-	for flag, args := range map[string][]string{
-		"--port":    {"--port", strconv.Itoa(port), "--ui-port", free(), "--metrics", ""},
-		"--ui-port": {"--port", free(), "--ui-port", strconv.Itoa(port), "--metrics", ""},
-		"--sandbox": {"--port", free(), "--ui-port", free(), "--sandbox", addr, "--metrics", ""},
-		"--metrics": {"--port", free(), "--ui-port", free(), "--sandbox", "127.0.0.1:0", "--metrics", addr},
-	} {
-		t.Run(flag, func(t *testing.T) {
-			err := runDev(context.Background(), append([]string{"--dir", dir}, args...))
-			require.ErrorContains(t, err, strconv.Itoa(port))
-			require.ErrorContains(t, err, flag)
-			_, statErr := os.Stat(dir)
-			require.True(t, os.IsNotExist(statErr), "nothing is created before the ports are checked")
-		})
-	}
 }

@@ -54,14 +54,14 @@ func (t *topo) test(ctx context.Context, phases []string) error {
 		return err
 	}
 	upTook := time.Since(began)
-	courier := filepath.Join(t.dir, "courier")
+	courierLab := filepath.Join(t.dir, "courier-lab") // built by up, beside the courier it runs
 	var rows []row
 	for _, p := range phases {
 		switch p {
 		case "faultlab":
-			rows = append(rows, t.faultlab(ctx, courier))
+			rows = append(rows, t.faultlab(ctx, courierLab))
 		case "soak":
-			rows = append(rows, t.soak(ctx, courier))
+			rows = append(rows, t.soak(ctx, courierLab))
 		case "split":
 			rows = append(rows, t.split(ctx))
 		}
@@ -103,11 +103,11 @@ func (t *topo) runLab(ctx context.Context, name string, env []string, argv ...st
 }
 
 // faultlab: every seed fault case against node 1, in courier-faultlab.
-func (t *topo) faultlab(ctx context.Context, courier string) row {
+func (t *topo) faultlab(ctx context.Context, courierLab string) row {
 	r := row{phase: "faultlab --mode real", kills: "the cases' own", takeover: "-", duplicates: "-", lost: "-"}
 	ctx, cancel := context.WithTimeout(ctx, faultlabWithin)
 	defer cancel()
-	out, err := t.runLab(ctx, "faultlab", labEnv("courier-faultlab"), courier, "faultlab", "--mode", "real")
+	out, err := t.runLab(ctx, "faultlab", labEnv("courier-faultlab"), courierLab, "faultlab", "--mode", "real")
 	var rep struct {
 		Status string `json:"status"`
 		Cases  []struct {
@@ -138,7 +138,7 @@ const soakDeliveries = 500
 
 // soak: the chaos soak against node 1, in courier-soak, with node 1
 // SIGKILLed and started again where the soak would restart its dev server.
-func (t *topo) soak(ctx context.Context, courier string) row {
+func (t *topo) soak(ctx context.Context, courierLab string) row {
 	r := row{phase: "chaos soak (node 1 SIGKILLed)", deliveries: fmt.Sprint(soakDeliveries)}
 	ctx, cancel := context.WithTimeout(ctx, soakWithin)
 	defer cancel()
@@ -147,9 +147,9 @@ func (t *topo) soak(ctx context.Context, courier string) row {
 		r.notes = append(r.notes, err.Error())
 		return r
 	}
-	if help, _ := exec.CommandContext(ctx, courier, "soak", "-h").CombinedOutput(); !bytes.Contains(help, []byte("--restart-server")) {
+	if help, _ := exec.CommandContext(ctx, courierLab, "soak", "-h").CombinedOutput(); !bytes.Contains(help, []byte("--restart-server")) {
 		r.kills, r.takeover, r.duplicates, r.lost = "-", "-", "-", "-"
-		r.notes = append(r.notes, "soak: `courier soak` has no --restart-server flag: it cannot run against the topology and restart a node")
+		r.notes = append(r.notes, "soak: `courier-lab soak` has no --restart-server flag: it cannot run against the topology and restart a node")
 		return r
 	}
 	dir := filepath.Join(t.dir, "soak")
@@ -159,7 +159,7 @@ func (t *topo) soak(ctx context.Context, courier string) row {
 	}
 	began := time.Now()
 	restart := shellQuote(self) + " restart-node 1"
-	out, err := t.runLab(ctx, "soak", labEnv("courier-soak"), courier, "soak",
+	out, err := t.runLab(ctx, "soak", labEnv("courier-soak"), courierLab, "soak",
 		"--deliveries", fmt.Sprint(soakDeliveries), "--json", "--dir", dir, "--restart-server", restart)
 	var sum struct {
 		Deliveries  int            `json:"deliveries"`

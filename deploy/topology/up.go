@@ -106,12 +106,12 @@ func (t *topo) up(ctx context.Context, nodes int, fresh bool) error {
 		return err
 	}
 	defer tmp.Close()
-	say("courier binary, sandbox, %d workers", workerCount)
-	courier, err := lab.BuildCourier(t.dir)
+	say("courier and courier-lab binaries, sandbox, %d workers", workerCount)
+	courier, courierLab, err := lab.BuildPrograms(t.dir)
 	if err != nil {
 		return err
 	}
-	sandboxURL, err := t.ensureSandbox(ctx, courier)
+	sandboxURL, err := t.ensureSandbox(ctx, courierLab)
 	if err != nil {
 		return err
 	}
@@ -229,13 +229,13 @@ func connectLab(ctx context.Context, n deploy.Node, ns string) (*lab.Temporal, e
 	}
 }
 
-// ensureSandbox starts `courier sandbox` unless it runs, and waits until
+// ensureSandbox starts `courier-lab sandbox` unless it runs, and waits until
 // it answers.
-func (t *topo) ensureSandbox(ctx context.Context, courier string) (string, error) {
+func (t *topo) ensureSandbox(ctx context.Context, courierLab string) (string, error) {
 	addr := fmt.Sprintf("127.0.0.1:%d", deploy.SandboxPort)
 	url := "http://" + addr
 	if pid := t.pid("sandbox"); pid == 0 {
-		if _, err := t.spawn("sandbox", []string{courier, "sandbox", "--addr", addr, "--db", filepath.Join(t.dir, lab.SandboxDB)}, cleanEnv()); err != nil {
+		if _, err := t.spawn("sandbox", []string{courierLab, "sandbox", "--addr", addr, "--db", filepath.Join(t.dir, lab.SandboxDB)}, cleanEnv()); err != nil {
 			return "", err
 		}
 	}

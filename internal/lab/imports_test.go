@@ -6,13 +6,14 @@ import (
 	"testing"
 )
 
-// TestProductionImportsNoLab: what a service or a worker links holds no lab
-// or test code, and the activities never import the workflow package.
+// TestProductionImportsNoLab: what a service or a worker links, and the
+// whole courier program, holds no lab or test code, and the activities
+// never import the workflow package.
 func TestProductionImportsNoLab(t *testing.T) {
 	const mod = "github.com/abde64c9/courier/"
+	lab := []string{"internal/lab", "testsuite", "bench", "soak", "sandbox", "devstack", "devserver", "deploy", "webui", "cmd/courier-lab"}
 	for pkg, banned := range map[string][]string{
-		"./workflows/... ./worker/... ./starter/... ./contract/... ./codec/... ./connect/... ./opkey/...": {
-			"internal/lab", "testsuite", "bench", "soak", "devstack"},
+		"./cmd/courier ./workflows/... ./worker/... ./starter/... ./contract/... ./codec/... ./connect/... ./opkey/...": lab,
 		"./activities/...": {"workflows", "internal/lab", "testsuite"},
 	} {
 		args := append([]string{"list", "-deps"}, strings.Fields(pkg)...)

@@ -3,7 +3,7 @@
 // destinations, a destinations file, real `courier worker` processes
 // (ready when their /healthz answers, killed and restarted by PID), an
 // effect counter that reads the destinations' own stores, and a careful
-// scripted reviewer. `courier dev`, `courier bench`, `courier soak`, the
+// scripted reviewer. `courier-lab dev`, `courier-lab bench`, `courier-lab soak`, the
 // real-server fault cases and the tests that need a stack all start here.
 package lab
 

@@ -18,12 +18,45 @@ import (
 // BuildCourier builds cmd/courier into dir and returns the binary's path,
 // for programs (tests) that are not courier themselves.
 func BuildCourier(dir string) (string, error) {
-	path := filepath.Join(dir, "courier")
-	out, err := exec.Command("go", "build", "-o", path, "github.com/abde64c9/courier/cmd/courier").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build ./cmd/courier: %w\n%s", err, out)
+	if err := build(dir, "courier"); err != nil {
+		return "", err
 	}
-	return path, nil
+	return filepath.Join(dir, "courier"), nil
+}
+
+// BuildPrograms builds courier and courier-lab into dir, side by side, as
+// courier-lab finds the courier it runs (FindCourier).
+func BuildPrograms(dir string) (courier, courierLab string, err error) {
+	if err := build(dir, "courier", "courier-lab"); err != nil {
+		return "", "", err
+	}
+	return filepath.Join(dir, "courier"), filepath.Join(dir, "courier-lab"), nil
+}
+
+// build builds the named commands of cmd/ into dir.
+func build(dir string, commands ...string) error {
+	args := []string{"build", "-o", dir + string(filepath.Separator)}
+	for _, c := range commands {
+		args = append(args, "github.com/abde64c9/courier/cmd/"+c)
+	}
+	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("go build ./cmd/%s: %w\n%s (run the lab from Courier's checkout, or install both programs: go install ./cmd/...)",
+			strings.Join(commands, " ./cmd/"), err, out)
+	}
+	return nil
+}
+
+// FindCourier is the courier binary the lab's workers and clients run: the
+// one installed beside this program (go install ./cmd/..., or the lab
+// image), else one built from the checkout into dir (go run).
+func FindCourier(dir string) (string, error) {
+	if exe, err := os.Executable(); err == nil {
+		beside := filepath.Join(filepath.Dir(exe), "courier")
+		if fi, err := os.Stat(beside); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return beside, nil
+		}
+	}
+	return BuildCourier(dir)
 }
 
 // WorkerOptions start one `courier worker` process.

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -12,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/abde64c9/courier/devserver"
+	"github.com/abde64c9/courier/internal/cli"
 	"github.com/abde64c9/courier/soak"
 )
 
@@ -32,11 +32,11 @@ With TEMPORAL_ADDRESS set, the soak runs against that server instead, in
 TEMPORAL_NAMESPACE (created, with Courier's search attributes, if missing;
 give each soak a namespace of its own), and --restart-server names the
 command that restarts it mid-run; without one, the server is not restarted.`,
-		Example: `  courier soak --deliveries 100 --json --seed 42
-  TEMPORAL_ADDRESS=127.0.0.1:7233 TEMPORAL_NAMESPACE=soak-1 courier soak \
+		Example: `  courier-lab soak --deliveries 100 --json --seed 42
+  TEMPORAL_ADDRESS=127.0.0.1:7233 TEMPORAL_NAMESPACE=soak-1 courier-lab soak \
     --restart-server 'kill -9 $(cat node1.pid); ./start-node1.sh'`,
-		Args:        noArgs,
-		Annotations: exits(basicExits...),
+		Args:        cli.NoArgs,
+		Annotations: cli.Exits(cli.BasicExits...),
 	}
 	f := c.Flags()
 	f.IntVar(&o.Deliveries, "deliveries", soak.DefaultDeliveries, "deliveries to make")
@@ -59,7 +59,7 @@ command that restarts it mid-run; without one, the server is not restarted.`,
 		}
 		external := os.Getenv("TEMPORAL_ADDRESS") != ""
 		if o.RestartServer != "" && !external {
-			return usageError("--restart-server restarts an external server: set TEMPORAL_ADDRESS to it " +
+			return cli.UsageError("--restart-server restarts an external server: set TEMPORAL_ADDRESS to it " +
 				"(the soak restarts a dev server of its own by itself)")
 		}
 		if !external {
@@ -68,11 +68,12 @@ command that restarts it mid-run; without one, the server is not restarted.`,
 			}
 		}
 		o.UseEnvironment = true
-		exe, err := os.Executable()
+		courier, done, err := courierBinary()
 		if err != nil {
-			return fmt.Errorf("find this program, to run it as the workers: %w", err)
+			return err
 		}
-		o.Courier = exe
+		defer done()
+		o.Courier = courier
 		o.Log = os.Stderr
 		if quiet {
 			o.Log = io.Discard
@@ -92,7 +93,7 @@ command that restarts it mid-run; without one, the server is not restarted.`,
 			return err
 		}
 		if sum.Failed() {
-			return &exitError{code: codeError, err: errors.New("the soak found violations")}
+			return &cli.ExitError{Code: cli.CodeError, Err: errors.New("the soak found violations")}
 		}
 		return nil
 	}

@@ -1,4 +1,7 @@
-package main
+// Package cli is the command framework Courier's two programs share (the
+// product's courier and the lab's courier-lab): one exit-status table, one
+// help format, one way to name required flags, so both read alike.
+package cli
 
 import (
 	"errors"
@@ -18,55 +21,55 @@ import (
 // Exit statuses, one table for every command, so scripts can tell outcomes
 // apart without parsing output. Each command's help lists those it uses.
 const (
-	codeOK = iota
-	codeError
-	codeUsage
-	codeConflict
-	codeRejected
-	codeAwaiting
-	codeNotDelivered
-	codeUnknownKey
-	codeRefused
-	codeViolation
-	codeStopped
+	CodeOK = iota
+	CodeError
+	CodeUsage
+	CodeConflict
+	CodeRejected
+	CodeAwaiting
+	CodeNotDelivered
+	CodeUnknownKey
+	CodeRefused
+	CodeViolation
+	CodeStopped
 )
 
-// exitStatuses are the meanings, as the help prints them.
-var exitStatuses = [...]string{
-	codeOK:           "done (deliver: created, duplicate, delivered_by_review; review accepted; probe passed)",
-	codeError:        "error: the message says what failed, e.g. Temporal unreachable, a transport failure, an inconclusive probe",
-	codeUsage:        "usage: missing or bad flags or arguments, malformed JSON, unknown destination, invalid decision",
-	codeConflict:     "conflict: the operation was started with another payload; nothing was sent",
-	codeRejected:     "rejected: the destination refused the request (probe: refused the probe payload)",
-	codeAwaiting:     "awaiting review: the outcome is unknown and a person must decide",
-	codeNotDelivered: "not delivered: attempt_limit or abandoned",
-	codeUnknownKey:   "unknown key: no delivery has this key",
-	codeRefused:      "refused: the delivery is not awaiting review, the reviewer is not allowed, or the destination's gate refused the change",
-	codeViolation:    "contract violation (probe): the destination does not do what its contract declares",
-	codeStopped:      "stopped: canceled or terminated before it settled; whether an attempt applied is in its attempts and error; deliver again to go on",
+// ExitStatuses are the meanings, as the help prints them.
+var ExitStatuses = [...]string{
+	CodeOK:           "done (deliver: created, duplicate, delivered_by_review; review accepted; probe passed)",
+	CodeError:        "error: the message says what failed, e.g. Temporal unreachable, a transport failure, an inconclusive probe",
+	CodeUsage:        "usage: missing or bad flags or arguments, malformed JSON, unknown destination, invalid decision",
+	CodeConflict:     "conflict: the operation was started with another payload; nothing was sent",
+	CodeRejected:     "rejected: the destination refused the request (probe: refused the probe payload)",
+	CodeAwaiting:     "awaiting review: the outcome is unknown and a person must decide",
+	CodeNotDelivered: "not delivered: attempt_limit or abandoned",
+	CodeUnknownKey:   "unknown key: no delivery has this key",
+	CodeRefused:      "refused: the delivery is not awaiting review, the reviewer is not allowed, or the destination's gate refused the change",
+	CodeViolation:    "contract violation (probe): the destination does not do what its contract declares",
+	CodeStopped:      "stopped: canceled or terminated before it settled; whether an attempt applied is in its attempts and error; deliver again to go on",
 }
 
-// basicExits are the statuses every command can exit with.
-var basicExits = []int{codeOK, codeError, codeUsage}
+// BasicExits are the statuses every command can exit with.
+var BasicExits = []int{CodeOK, CodeError, CodeUsage}
 
-// exitError carries a specific exit status out of a command. An empty
+// ExitError carries a specific exit status out of a command. An empty
 // message prints nothing: the command has said it already.
-type exitError struct {
-	code int
-	err  error
+type ExitError struct {
+	Code int
+	Err  error
 }
 
-func (e *exitError) Error() string { return e.err.Error() }
+func (e *ExitError) Error() string { return e.Err.Error() }
 
-func usageError(format string, args ...any) error {
-	return &exitError{code: codeUsage, err: fmt.Errorf(format, args...)}
+func UsageError(format string, args ...any) error {
+	return &ExitError{Code: CodeUsage, Err: fmt.Errorf(format, args...)}
 }
 
 // exitsKey is the annotation holding the statuses a command exits with.
 const exitsKey = "courier-exit-statuses"
 
-// exits declares the statuses a command exits with, for its help.
-func exits(codes ...int) map[string]string {
+// Exits declares the statuses a command exits with, for its help.
+func Exits(codes ...int) map[string]string {
 	s := make([]string, len(codes))
 	for i, c := range codes {
 		s[i] = strconv.Itoa(c)
@@ -78,7 +81,7 @@ func exits(codes ...int) map[string]string {
 // declares, or all of them for the root.
 func exitHelp(c *cobra.Command) string {
 	var b strings.Builder
-	for i, meaning := range exitStatuses {
+	for i, meaning := range ExitStatuses {
 		if c.HasParent() && !slices.Contains(strings.Split(c.Annotations[exitsKey], ","), strconv.Itoa(i)) {
 			continue
 		}
@@ -92,7 +95,7 @@ func exitHelp(c *cobra.Command) string {
 
 // help prints c's help on stderr (stdout carries results): synopsis,
 // description, commands, examples, flags and exit statuses.
-func help(c *cobra.Command, _ []string) {
+func Help(c *cobra.Command, _ []string) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "usage: %s\n", c.UseLine())
 	if about := strings.TrimSpace(c.Long); about != "" {
@@ -121,9 +124,9 @@ func help(c *cobra.Command, _ []string) {
 	fmt.Fprint(c.ErrOrStderr(), b.String())
 }
 
-// flagError turns pflag's parse errors into usage errors that say where
+// FlagError turns pflag's parse errors into usage errors that say where
 // the flags are documented.
-func flagError(c *cobra.Command, err error) error {
+func FlagError(c *cobra.Command, err error) error {
 	var unknown *pflag.NotExistError
 	if errors.As(err, &unknown) {
 		short, _, _ := strings.Cut(unknown.GetSpecifiedShortnames(), "=")
@@ -132,15 +135,15 @@ func flagError(c *cobra.Command, err error) error {
 			// The wording of Go's flag package, which this CLI used before.
 			err = fmt.Errorf("flag provided but not defined: -%s", unknown.GetSpecifiedName())
 		case c.Flags().Lookup(short) != nil:
-			return usageError("unknown flag -%s: long flags take two dashes, --%s", short, short)
+			return UsageError("unknown flag -%s: long flags take two dashes, --%s", short, short)
 		}
 	}
-	return usageError("%v (see %s -h)", err, c.CommandPath())
+	return UsageError("%v (see %s -h)", err, c.CommandPath())
 }
 
 // required marks flags that must not be empty: the help says so, and
-// checkRequired refuses the command without them.
-func required(c *cobra.Command, names ...string) {
+// CheckRequired refuses the command without them.
+func Required(c *cobra.Command, names ...string) {
 	for _, name := range names {
 		if err := c.MarkFlagRequired(name); err != nil {
 			panic(err) // a flag the command does not have
@@ -149,9 +152,9 @@ func required(c *cobra.Command, names ...string) {
 	}
 }
 
-// checkRequired names every required flag left empty (or blank), what it
+// CheckRequired names every required flag left empty (or blank), what it
 // is, and an example of the command.
-func checkRequired(c *cobra.Command, _ []string) error {
+func CheckRequired(c *cobra.Command, _ []string) error {
 	var missing, about []string
 	c.Flags().VisitAll(func(f *pflag.Flag) {
 		if _, ok := f.Annotations[cobra.BashCompOneRequiredFlag]; ok && strings.TrimSpace(f.Value.String()) == "" {
@@ -171,67 +174,67 @@ func checkRequired(c *cobra.Command, _ []string) error {
 	if ex := firstExample(c); ex != "" {
 		msg += "\nfor example:\n  " + ex
 	}
-	return &exitError{code: codeUsage, err: errors.New(msg)}
+	return &ExitError{Code: CodeUsage, Err: errors.New(msg)}
 }
 
 // firstExample is the first command line of c's examples.
 func firstExample(c *cobra.Command) string {
 	for line := range strings.Lines(c.Example) {
-		if line = strings.TrimSpace(line); strings.HasPrefix(line, "courier ") {
+		if line = strings.TrimSpace(line); strings.HasPrefix(line, c.Root().Name()+" ") {
 			return line
 		}
 	}
 	return ""
 }
 
-// noArgs refuses positional arguments.
-func noArgs(c *cobra.Command, args []string) error {
+// NoArgs refuses positional arguments.
+func NoArgs(c *cobra.Command, args []string) error {
 	if len(args) > 0 {
-		return usageError("unexpected argument %q: %s takes flags only (see %s -h)", args[0], c.Name(), c.CommandPath())
+		return UsageError("unexpected argument %q: %s takes flags only (see %s -h)", args[0], c.Name(), c.CommandPath())
 	}
 	return nil
 }
 
-// oneArg takes exactly one positional argument, named what; about says
+// OneArg takes exactly one positional argument, named what; about says
 // what it is.
-func oneArg(what, about string) cobra.PositionalArgs {
+func OneArg(what, about string) cobra.PositionalArgs {
 	return func(c *cobra.Command, args []string) error {
 		switch len(args) {
 		case 0:
-			return usageError("missing %s: %s (%s)", what, c.UseLine(), about)
+			return UsageError("missing %s: %s (%s)", what, c.UseLine(), about)
 		case 1:
 			return nil
 		}
-		return usageError("one %s expected, got %d arguments: %q", what, len(args), args)
+		return UsageError("one %s expected, got %d arguments: %q", what, len(args), args)
 	}
 }
 
-// choices offers values to shell completion for a flag.
-func choices(c *cobra.Command, name string, values ...string) {
+// Choices offers values to shell completion for a flag.
+func Choices(c *cobra.Command, name string, values ...string) {
 	if err := c.RegisterFlagCompletionFunc(name, cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp)); err != nil {
 		panic(err) // a flag the command does not have
 	}
 }
 
-// logFlags are --log-level and, for the long-running services, --log-format.
-type logFlags struct{ level, format string }
+// LogFlags are --log-level and, for the long-running services, --log-format.
+type LogFlags struct{ level, format string }
 
-func addLogFlags(c *cobra.Command, withFormat bool) *logFlags {
-	l := &logFlags{format: "text"}
+func AddLogFlags(c *cobra.Command, withFormat bool) *LogFlags {
+	l := &LogFlags{format: "text"}
 	c.Flags().StringVar(&l.level, "log-level", "info", "log level: debug, info, warn or error")
-	choices(c, "log-level", "debug", "info", "warn", "error")
+	Choices(c, "log-level", "debug", "info", "warn", "error")
 	if withFormat {
 		c.Flags().StringVar(&l.format, "log-format", "text", "log format: text or json")
-		choices(c, "log-format", "text", "json")
+		Choices(c, "log-format", "text", "json")
 	}
 	return l
 }
 
-// logger is the logger the flags describe, on stderr.
-func (l *logFlags) logger() (*slog.Logger, error) {
+// Logger is the logger the flags describe, on stderr.
+func (l *LogFlags) Logger() (*slog.Logger, error) {
 	logger, err := worker.NewLogger(os.Stderr, l.level, l.format)
 	if err != nil {
-		return nil, &exitError{code: codeUsage, err: err}
+		return nil, &ExitError{Code: CodeUsage, Err: err}
 	}
 	return logger, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/abde64c9/courier/bench"
+	"github.com/abde64c9/courier/internal/cli"
 )
 
 func benchCommand() *cobra.Command {
@@ -30,12 +31,12 @@ On an external server (TEMPORAL_ADDRESS, in TEMPORAL_NAMESPACE: best a namespace
 created if missing, and a server nothing else uses meanwhile), --server-pid and
 --server-metrics name the server process on this machine and its Prometheus endpoint, so
 its CPU time and its work per workflow are measured as on the dev server.`,
-		Example: `  courier bench --smoke
-  courier bench --phases parked --parked 10000
-  TEMPORAL_ADDRESS=127.0.0.1:7233 TEMPORAL_NAMESPACE=bench courier bench \
+		Example: `  courier-lab bench --smoke
+  courier-lab bench --phases parked --parked 10000
+  TEMPORAL_ADDRESS=127.0.0.1:7233 TEMPORAL_NAMESPACE=bench courier-lab bench \
     --server-pid "$(cat temporal.pid)" --server-metrics http://127.0.0.1:8000/metrics`,
-		Args:        noArgs,
-		Annotations: exits(basicExits...),
+		Args:        cli.NoArgs,
+		Annotations: cli.Exits(cli.BasicExits...),
 	}
 	f := c.Flags()
 	f.BoolVar(&asJSON, "json", false, "print one JSON object (figures and targets) instead of Markdown")
@@ -55,17 +56,18 @@ its CPU time and its work per workflow are measured as on the dev server.`,
 		"e.g. http://127.0.0.1:8000/metrics, for its work per workflow")
 	c.RunE = func(c *cobra.Command, _ []string) error {
 		if (o.ServerPID != 0 || o.ServerMetrics != "") && os.Getenv("TEMPORAL_ADDRESS") == "" {
-			return usageError("--server-pid and --server-metrics are for an external server: set TEMPORAL_ADDRESS to it " +
+			return cli.UsageError("--server-pid and --server-metrics are for an external server: set TEMPORAL_ADDRESS to it " +
 				"(the bench reads a dev server of its own by itself)")
 		}
 		if o.ServerPID < 0 {
-			return usageError("--server-pid: %d is not a process id", o.ServerPID)
+			return cli.UsageError("--server-pid: %d is not a process id", o.ServerPID)
 		}
-		exe, err := os.Executable()
+		courier, done, err := courierBinary()
 		if err != nil {
-			return fmt.Errorf("find the courier binary to run as the worker: %w", err)
+			return err
 		}
-		o.Courier = exe
+		defer done()
+		o.Courier = courier
 		level := slog.LevelWarn
 		if verbose {
 			level = slog.LevelInfo
@@ -81,7 +83,7 @@ its CPU time and its work per workflow are measured as on the dev server.`,
 			for _, f := range strings.Split(conc, ",") {
 				n, err := strconv.Atoi(strings.TrimSpace(f))
 				if err != nil || n < 1 {
-					return usageError("--concurrency: %q is not a positive number", f)
+					return cli.UsageError("--concurrency: %q is not a positive number", f)
 				}
 				o.Concurrency = append(o.Concurrency, n)
 			}
@@ -113,8 +115,8 @@ its CPU time and its work per workflow are measured as on the dev server.`,
 			rep.Markdown(os.Stdout)
 		}
 		if failed := rep.Failed(); len(failed) > 0 {
-			fmt.Fprintf(os.Stderr, "courier bench: %d of %d targets failed (%s)\n", len(failed), len(rep.Targets), time.Since(started).Round(time.Second))
-			return &exitError{code: codeError, err: errors.New("")}
+			fmt.Fprintf(os.Stderr, "courier-lab bench: %d of %d targets failed (%s)\n", len(failed), len(rep.Targets), time.Since(started).Round(time.Second))
+			return &cli.ExitError{Code: cli.CodeError, Err: errors.New("")}
 		}
 		return nil
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/abde64c9/courier/config"
+	"github.com/abde64c9/courier/internal/cli"
 	"github.com/abde64c9/courier/sandbox"
 )
 
@@ -24,14 +25,14 @@ crm can be searched by key), one per vendor dialect of config/examples
 kept in a SQLite file, and admin
 endpoints to stage faults (POST /admin/faults) and read what was stored
 (GET /admin/records?destination=NAME, /admin/requests?destination=NAME).`,
-		Args:        noArgs,
-		Annotations: exits(basicExits...),
+		Args:        cli.NoArgs,
+		Annotations: cli.Exits(cli.BasicExits...),
 	}
 	c.Flags().StringVar(&addr, "addr", config.DevSandboxAddr, "listen `ADDR`ess; 0.0.0.0:8081 to serve other hosts or containers")
 	c.Flags().StringVar(&db, "db", "sandbox.db", "SQLite `FILE` for the tickets (created if missing, kept across restarts)")
-	logs := addLogFlags(c, true)
+	logs := cli.AddLogFlags(c, true)
 	c.RunE = func(c *cobra.Command, _ []string) error {
-		logger, err := logs.logger()
+		logger, err := logs.Logger()
 		if err != nil {
 			return err
 		}

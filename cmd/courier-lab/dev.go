@@ -1,12 +1,12 @@
 package main
 
 import (
-	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
 
 	"github.com/abde64c9/courier/devstack"
+	"github.com/abde64c9/courier/internal/cli"
 )
 
 func devCommand() *cobra.Command {
@@ -19,9 +19,9 @@ web UI, Courier's search attributes), the sandbox destinations and a worker
 over the sample destinations file (one destination of each dedup kind). It
 builds the pinned Temporal CLI into bin/ on first use, prints the web UI
 address and commands to try, and keeps its state in DIR, so the next
-'courier dev' finds the deliveries from before. Ctrl-C stops everything.`,
-		Args:        noArgs,
-		Annotations: exits(basicExits...),
+'courier-lab dev' finds the deliveries from before. Ctrl-C stops everything.`,
+		Args:        cli.NoArgs,
+		Annotations: cli.Exits(cli.BasicExits...),
 	}
 	c.Flags().StringVar(&o.Dir, "dir", devstack.DefaultDir, "state `folder`: SQLite files and the server log")
 	c.Flags().IntVar(&o.Port, "port", devstack.DefaultPort, "Temporal server gRPC `port` (on 127.0.0.1)")
@@ -29,15 +29,12 @@ address and commands to try, and keeps its state in DIR, so the next
 	c.Flags().StringVar(&o.SandboxAddr, "sandbox", devstack.DefaultSandboxAddr, "sandbox destinations' listen `address`")
 	c.Flags().StringVar(&o.MetricsAddr, "metrics", devstack.DefaultMetricsAddr, "worker metrics listen `address`; empty: off")
 	_ = c.MarkFlagDirname("dir")
-	logs := addLogFlags(c, false)
+	logs := cli.AddLogFlags(c, false)
 	c.RunE = func(c *cobra.Command, _ []string) (err error) {
-		if o.Logger, err = logs.logger(); err != nil {
+		if o.Logger, err = logs.Logger(); err != nil {
 			return err
 		}
 		o.Progress, o.WorkerLog = os.Stderr, os.Stderr
-		if o.Courier, err = os.Executable(); err != nil {
-			return fmt.Errorf("find the courier binary to run as the worker: %w", err)
-		}
 		return devstack.Run(c.Context(), o, os.Stdout)
 	}
 	return c

@@ -4,12 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
 
 	"github.com/abde64c9/courier/devserver"
+	"github.com/abde64c9/courier/internal/cli"
 	"github.com/abde64c9/courier/testsuite"
 )
 
@@ -20,15 +20,15 @@ func faultlabCommand() *cobra.Command {
 		Short: "run every seed fault case and print the report (JSON)",
 		Long: `Runs every seed fault case and prints the report as JSON on stdout; progress and logs go
 to stderr. Exits 1 when the report is not PASS.`,
-		Example: `  courier faultlab
-  courier faultlab --mode real`,
-		Args:        noArgs,
-		Annotations: exits(basicExits...),
+		Example: `  courier-lab faultlab
+  courier-lab faultlab --mode real`,
+		Args:        cli.NoArgs,
+		Annotations: cli.Exits(cli.BasicExits...),
 	}
 	c.Flags().StringVar(&mode, "mode", "testenv", "testenv (Temporal test environment) or real (a real Temporal server, real processes:\n"+
 		"a dev server of its own, or the one at TEMPORAL_ADDRESS, whose namespace must have no other\n"+
 		"Courier worker on the courier task queue, or that worker would run the cases' deliveries)")
-	choices(c, "mode", "testenv", "real")
+	cli.Choices(c, "mode", "testenv", "real")
 	c.RunE = func(c *cobra.Command, _ []string) error {
 		var rep testsuite.LabReport
 		var err error
@@ -38,7 +38,7 @@ to stderr. Exits 1 when the report is not PASS.`,
 		case "real":
 			rep, err = faultlabReal(c.Context())
 		default:
-			return usageError("--mode %q: use testenv or real", mode)
+			return cli.UsageError("--mode %q: use testenv or real", mode)
 		}
 		if err != nil {
 			return err
@@ -49,7 +49,7 @@ to stderr. Exits 1 when the report is not PASS.`,
 			return err
 		}
 		if rep.Status != "PASS" {
-			return &exitError{code: codeError, err: errors.New("")}
+			return &cli.ExitError{Code: cli.CodeError, Err: errors.New("")}
 		}
 		return nil
 	}
@@ -60,14 +60,15 @@ to stderr. Exits 1 when the report is not PASS.`,
 // dev server of its own (building the Temporal CLI first if it is missing).
 // Logs go to stderr: stdout is the report.
 func faultlabReal(ctx context.Context) (testsuite.LabReport, error) {
-	exe, err := os.Executable()
+	courier, done, err := courierBinary()
 	if err != nil {
-		return testsuite.LabReport{}, fmt.Errorf("find this program, to run its worker and client processes: %w", err)
+		return testsuite.LabReport{}, err
 	}
+	defer done()
 	if os.Getenv("TEMPORAL_ADDRESS") == "" {
 		if _, err := devserver.Ensure(ctx, os.Stderr); err != nil {
 			return testsuite.LabReport{}, err
 		}
 	}
-	return testsuite.RunReal(ctx, testsuite.RealOptions{Courier: exe, Logger: stderrLogger(), Log: os.Stderr})
+	return testsuite.RunReal(ctx, testsuite.RealOptions{Courier: courier, Logger: cli.StderrLogger(), Log: os.Stderr})
 }
