@@ -113,7 +113,7 @@ func TestReplayBeforePlainIdentifiers(t *testing.T) {
 	require.Len(t, hs, 2)
 	replayer := sdkworker.NewWorkflowReplayer()
 	worker.RegisterWorkflow(replayer, replayDestinations)
-	refusing := replayerWith(refuseUnversioned(workflows.NewDeliveries(replayDestinations).Delivery))
+	refusing := replayerWith(refuseUnversioned(worker.Deliveries(replayDestinations).Delivery))
 	// The expected panic would log a stack trace per history.
 	quiet := sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))
 	for _, h := range hs {

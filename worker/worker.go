@@ -88,10 +88,20 @@ func Register(r sdkworker.Registry, cfg contract.Config, acts *activities.Activi
 
 // RegisterWorkflow registers only the workflow, for replayers.
 func RegisterWorkflow(r sdkworker.WorkflowRegistry, cfg contract.Config) {
-	r.RegisterWorkflowWithOptions(workflows.NewDeliveries(cfg).Delivery,
+	r.RegisterWorkflowWithOptions(Deliveries(cfg).Delivery,
 		workflow.RegisterOptions{Name: workflows.WorkflowType})
 	r.RegisterWorkflowWithOptions(workflows.Destination,
 		workflow.RegisterOptions{Name: workflows.DestinationWorkflowType})
+}
+
+// Deliveries is the Delivery workflow for cfg's destinations. The workflow
+// gets only what it routes by, so it links none of the file's parsing.
+func Deliveries(cfg contract.Config) *workflows.Deliveries {
+	routes := make(map[string]workflows.Route, len(cfg.Destinations))
+	for name, d := range cfg.Destinations {
+		routes[name] = workflows.Route{RateLimit: d.RateLimit, Contract: d.Contract}
+	}
+	return workflows.NewDeliveries(routes, cfg.Reviewers)
 }
 
 // New returns the workers of one process: the main one on the courier task
@@ -110,7 +120,7 @@ func New(c client.Client, cfg contract.Config, acts *activities.Activities, opts
 		// Enforced by the server for the whole queue, so it holds however
 		// many workers run.
 		o.TaskQueueActivitiesPerSecond = d.RateLimit
-		w := sdkworker.New(c, workflows.ActivityTaskQueue(name, d), o)
+		w := sdkworker.New(c, workflows.ActivityTaskQueue(name, d.RateLimit), o)
 		w.RegisterActivity(acts)
 		workers = append(workers, w)
 	}
