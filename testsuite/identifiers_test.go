@@ -26,6 +26,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/starter"
@@ -166,7 +167,7 @@ func TestRealPlainIdentifiers(t *testing.T) {
 	run := uuid.NewString()[:8]
 	dir := t.TempDir()
 	sb, examples := dialectSandbox(t, dir)
-	var cfg contract.Config
+	var cfg destinations.Config
 	for _, ex := range examples {
 		if filepath.Base(ex.File) == "put-by-business-id.json" {
 			cfg = ex.Config

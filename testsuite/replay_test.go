@@ -16,7 +16,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/worker"
@@ -169,7 +169,7 @@ func TestReplayRecordedHistories(t *testing.T) {
 func TestReplayWithoutDestinations(t *testing.T) {
 	hs := append(recordedSet(t, setRecordedContract), recordedSet(t, setDeliverUpdate)...)
 	replayer := sdkworker.NewWorkflowReplayer()
-	worker.RegisterWorkflow(replayer, contract.Config{})
+	worker.RegisterWorkflow(replayer, destinations.Config{})
 	for _, h := range hs {
 		t.Run(filepath.Base(h.File), func(t *testing.T) {
 			require.NoError(t, replay(t, replayer, h, replayLogger))

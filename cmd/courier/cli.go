@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/workflows"
@@ -51,11 +51,11 @@ func lineCol(b []byte, offset int64) (line, col int) {
 
 // checkDestination loads the destinations file, when one is given, and
 // checks name is in it, before anything is sent.
-func checkDestination(file, name string) (contract.Config, error) {
+func checkDestination(file, name string) (destinations.Config, error) {
 	if file == "" {
-		return contract.Config{}, nil
+		return destinations.Config{}, nil
 	}
-	cfg, err := contract.Load(file)
+	cfg, err := destinations.Load(file)
 	if err != nil {
 		return cfg, usageError("%w", err)
 	}
