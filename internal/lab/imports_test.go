@@ -11,7 +11,7 @@ import (
 func TestProductionImportsNoLab(t *testing.T) {
 	const mod = "github.com/abde64c9/courier/"
 	for pkg, banned := range map[string][]string{
-		"./workflows/... ./worker/... ./starter/... ./contract/... ./codec/... ./connect/... ./opkey/...": {
+		"./workflows/... ./worker/... ./starter/... ./contract/... ./destinations/... ./codec/... ./connect/... ./opkey/...": {
 			"internal/lab", "testsuite", "bench", "soak", "devstack"},
 		"./activities/...": {"workflows", "internal/lab", "testsuite"},
 	} {
