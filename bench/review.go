@@ -12,7 +12,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/sandbox"
@@ -168,7 +168,7 @@ func (r *runner) injectHangUps(n int) error {
 // dest's store alone: the others hold the throughput phase's many effects,
 // and the parked phase looks while it is timed.
 func (r *runner) effects(ctx context.Context, dest string, ids map[string]bool) (counts map[string]int, ticket map[string]string, err error) {
-	only := contract.Config{Destinations: map[string]contract.Destination{dest: r.st.Config.Destinations[dest]}}
+	only := destinations.Config{Destinations: map[string]destinations.Destination{dest: r.st.Config.Destinations[dest]}}
 	e, err := lab.OpenEffects(r.st.Sandbox.Server, only)
 	if err != nil {
 		return nil, nil, err

@@ -13,7 +13,7 @@ import (
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
-	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/internal/lab"
 )
 
@@ -74,7 +74,7 @@ func startStack(ctx context.Context, o Options) (s *stack, err error) {
 	ls, err := lab.Start(ctx, lab.Options{
 		Dir: s.dir, Persist: true,
 		Temporal: lab.TemporalOptions{UseEnvironment: true, Log: o.Log, Logger: o.Logger},
-		Destinations: func(sandboxURL, dir string) (contract.Config, error) {
+		Destinations: func(sandboxURL, dir string) (destinations.Config, error) {
 			return lab.Destinations(sandboxURL, filepath.Join(dir, lab.LedgerDB), budget), nil
 		},
 		Courier: o.Courier, Workers: 1, WorkerArgs: []string{"--log-level", level}, WorkerLog: o.Log,

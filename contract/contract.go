@@ -37,8 +37,9 @@ type Contract struct {
 	KeyHeader string `json:"key_header,omitempty"`
 	// KeyField places the key in the JSON body too (or instead, for
 	// dedup key with no key_header), at a JSON pointer such as
-	// "/idempotency_key".
-	KeyField Pointer `json:"key_field,omitempty"`
+	// "/idempotency_key". Its syntax is the destinations file's
+	// (destinations.Pointer), checked there.
+	KeyField string `json:"key_field,omitempty"`
 	// KeyMaxLength is the longest key the destination accepts; checked
 	// at load against the key's length.
 	KeyMaxLength int           `json:"key_max_length,omitempty"`
@@ -107,7 +108,9 @@ func (c Contract) WithDefaults() Contract {
 	return c
 }
 
-// Validate reports every way the contract is not usable, each naming its field.
+// Validate reports every way the contract is not usable, each naming its
+// field. Where the key goes (key_field, key_max_length, the key header's
+// name) is checked with the destination (package destinations).
 func (c Contract) Validate() error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
@@ -129,7 +132,6 @@ func (c Contract) Validate() error {
 	if m := c.ReplayMarker; m != nil && m.Status != 0 && (m.Value != "" || len(m.Values) > 0) {
 		bad("replay_marker", "value and values go with header, not status")
 	}
-	errs = append(errs, c.validateKeyPlacement())
 	if c.KeyRetention < 0 {
 		bad("key_retention", "must not be negative")
 	}

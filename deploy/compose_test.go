@@ -22,7 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"gopkg.in/yaml.v3"
 
-	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/devserver"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -369,7 +369,7 @@ func checkWorker(c composeFile, name string, s service) []string {
 		bad("%s: --destinations %s: %v", name, file, err)
 		return problems
 	}
-	cfg, err := contract.Load(local)
+	cfg, err := destinations.Load(local)
 	if err != nil {
 		bad("%s: %v", name, err)
 		return problems

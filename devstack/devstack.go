@@ -25,7 +25,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/abde64c9/courier/config"
-	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/devserver"
 	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/sandbox"
@@ -209,10 +209,10 @@ func levelOf(l *slog.Logger) string {
 
 // Destinations is the embedded sample destinations file, its URLs moved to
 // the sandbox at sandboxURL and its SQLite files into dir.
-func Destinations(sandboxURL, dir string) (contract.Config, error) {
-	cfg, err := contract.Parse(config.Dev)
+func Destinations(sandboxURL, dir string) (destinations.Config, error) {
+	cfg, err := destinations.Parse(config.Dev)
 	if err != nil {
-		return contract.Config{}, fmt.Errorf("embedded destinations.dev.json: %w", err)
+		return destinations.Config{}, fmt.Errorf("embedded destinations.dev.json: %w", err)
 	}
 	from := "http://" + config.DevSandboxAddr
 	for name, d := range cfg.Destinations {
@@ -222,7 +222,7 @@ func Destinations(sandboxURL, dir string) (contract.Config, error) {
 		if rest, ok := strings.CutPrefix(d.LookupURL, from); ok {
 			d.LookupURL = sandboxURL + rest
 		}
-		if d.Adapter == contract.AdapterSQL && d.Driver == "sqlite" && !filepath.IsAbs(d.DSN) {
+		if d.Adapter == destinations.AdapterSQL && d.Driver == "sqlite" && !filepath.IsAbs(d.DSN) {
 			d.DSN = filepath.Join(dir, filepath.Base(d.DSN))
 		}
 		cfg.Destinations[name] = d

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/devserver"
 	"github.com/abde64c9/courier/devstack"
 	"github.com/abde64c9/courier/internal/lab"
@@ -30,12 +31,12 @@ func TestDestinationsCoverEveryDedupKind(t *testing.T) {
 		d := cfg.Destinations[name]
 		kinds = append(kinds, d.Contract.Dedup)
 		switch d.Adapter {
-		case contract.AdapterHTTP:
+		case destinations.AdapterHTTP:
 			require.True(t, strings.HasPrefix(d.URL, "http://127.0.0.1:9999/"), d.URL)
 			if d.LookupURL != "" {
 				require.True(t, strings.HasPrefix(d.LookupURL, "http://127.0.0.1:9999/"), d.LookupURL)
 			}
-		case contract.AdapterSQL:
+		case destinations.AdapterSQL:
 			require.Equal(t, dir, filepath.Dir(d.DSN), "SQLite files live in the state folder")
 		}
 	}

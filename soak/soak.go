@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/starter"
@@ -314,7 +315,7 @@ func (r *run) startStack(ctx context.Context) (stop func(), err error) {
 	r.stack, err = lab.Start(ctx, lab.Options{
 		Dir: r.dir, Persist: true,
 		Temporal: lab.TemporalOptions{UseEnvironment: r.o.UseEnvironment, Log: logs[0], Logger: r.o.Logger},
-		Destinations: func(sandboxURL, dir string) (contract.Config, error) {
+		Destinations: func(sandboxURL, dir string) (destinations.Config, error) {
 			return lab.Destinations(sandboxURL, filepath.Join(dir, lab.LedgerDB), budget), nil
 		},
 		Courier: r.o.Courier, Workers: workers, WorkerArgs: []string{"--log-level", "warn"}, WorkerLog: logs[1],
@@ -353,7 +354,7 @@ func (r *run) plan() {
 		dl := &delivery{dedup: d.Contract.Dedup}
 		// Validation failures come from the HTTP service; the ledger takes
 		// any JSON object.
-		if d.Adapter == contract.AdapterHTTP && r.rng.Float64() < validationRatio {
+		if d.Adapter == destinations.AdapterHTTP && r.rng.Float64() < validationRatio {
 			subject, dl.invalid = "", true
 			r.sum.Faults.Validation++
 		}

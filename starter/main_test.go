@@ -18,6 +18,7 @@ import (
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/activities/httpdest"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/devserver"
 	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/sandbox"
@@ -84,8 +85,8 @@ func run(m *testing.M) (int, error) {
 
 	cfg := env.Config
 	cfg.Destinations = maps.Clone(cfg.Destinations)
-	cfg.Destinations[DestLossy] = contract.Destination{
-		Adapter: contract.AdapterHTTP, URL: hs.URL + "/" + DestLossy + "/tickets",
+	cfg.Destinations[DestLossy] = destinations.Destination{
+		Adapter: destinations.AdapterHTTP, URL: hs.URL + "/" + DestLossy + "/tickets",
 		Contract: contract.Contract{Dedup: contract.DedupNone, Retry: contract.Retry{
 			MaxAttempts: 3, AttemptTimeout: contract.Duration(lab.CaseBudget.AttemptTimeout), Deadline: contract.Duration(time.Minute),
 		}}.WithDefaults(),

@@ -21,8 +21,8 @@ package testsuite
 //	workflow input that is not a delivery       the workflow fails (it cannot decode its   TestBadStarts
 //	                                              input), no attempt
 //	hand-made workflow ID                       workflow, before any attempt               TestHandMadeWorkflowID
-//	destinations file: unbounded retries,       contract.Load, before the worker starts    TestBadDestinationsFiles
-//	  no deadline, unknown field, unknown dedup   (more variants: contract.TestParseBad)
+//	destinations file: unbounded retries,       destinations.Load, before the worker starts    TestBadDestinationsFiles
+//	  no deadline, unknown field, unknown dedup   (more variants: destinations.TestParseBad)
 //	destinations file: missing secret (env,     worker.OpenAdapters, before any task       TestBadDestinationsFiles
 //	  file, empty file), SQL table without key
 //	review: unknown decision, delivered         real update: refused, nothing recorded;    TestBadReviews; test env:
@@ -52,6 +52,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/starter"
@@ -208,7 +209,7 @@ func requireRejected(t *testing.T, res workflows.DeliveryResult, want string) {
 
 // TestBadDestinationsFiles: each broken destinations file stops the worker
 // before it takes a task, with an error naming the file, the destination
-// and the field, through the worker's own path: contract.Load, then
+// and the field, through the worker's own path: destinations.Load, then
 // worker.OpenAdapters.
 func TestBadDestinationsFiles(t *testing.T) {
 	dir := t.TempDir()
@@ -237,7 +238,7 @@ func TestBadDestinationsFiles(t *testing.T) {
 
 	rows := []struct {
 		name, file string
-		load       string // the error from contract.Load, or "" if it loads
+		load       string // the error from destinations.Load, or "" if it loads
 		open       string // the error from worker.OpenAdapters
 	}{
 		{"unbounded retries", http("", `"dedup": "key", "retry": {"max_attempts": 0, "attempt_timeout": "1s", "deadline": "1m"}`),
@@ -266,7 +267,7 @@ func TestBadDestinationsFiles(t *testing.T) {
 		t.Run(row.name, func(t *testing.T) {
 			path := filepath.Join(dir, fmt.Sprintf("destinations-%d.json", i))
 			require.NoError(t, os.WriteFile(path, []byte(row.file), 0o600))
-			cfg, err := contract.Load(path)
+			cfg, err := destinations.Load(path)
 			if row.load != "" {
 				require.ErrorContains(t, err, path+": ", "the error names the file")
 				require.ErrorContains(t, err, row.load)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/starter"
@@ -33,7 +34,7 @@ func TestRealDialects(t *testing.T) {
 
 	// All examples in one workers' file: each is loaded as its own file
 	// above, and their destination names differ.
-	all := contract.Config{Destinations: map[string]contract.Destination{}}
+	all := destinations.Config{Destinations: map[string]destinations.Destination{}}
 	for _, ex := range examples {
 		for name, d := range ex.Config.Destinations {
 			require.NotContains(t, all.Destinations, name, ex.File)
@@ -144,7 +145,7 @@ func TestRealListLookup(t *testing.T) {
 	srv := sharedServer(t)
 	dir := t.TempDir()
 	sb, examples := dialectSandbox(t, dir)
-	var cfg contract.Config
+	var cfg destinations.Config
 	for _, ex := range examples {
 		if ex.File == "search.json" {
 			cfg = ex.Config

@@ -8,7 +8,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/abde64c9/courier/activities"
-	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/internal/lab/faults"
 	"github.com/abde64c9/courier/opkey"
@@ -25,7 +25,7 @@ type Env struct {
 	Sandbox    *lab.Sandbox
 	SandboxURL string
 	LedgerPath string
-	Config     contract.Config
+	Config     destinations.Config
 	Adapters   *worker.Adapters
 	Activities *activities.Activities
 	// Faults wrap every adapter, for the cases that inject one in the

@@ -24,6 +24,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/starter"
@@ -103,11 +104,11 @@ func TestBreakerHoldsDuringOutage(t *testing.T) {
 	s := newOpsStack(t, map[string]sandbox.Mode{"flaky": sandbox.ModeHonoursKeys})
 	out := newOutage(t, s.sandbox.URL)
 	breaker := &contract.Breaker{Failures: 5, Window: contract.Duration(time.Minute), CoolDown: contract.Duration(20 * time.Second)}
-	d := contract.Destination{Adapter: contract.AdapterHTTP, URL: out.srv.URL + "/flaky/tickets", RateLimit: 20,
+	d := destinations.Destination{Adapter: destinations.AdapterHTTP, URL: out.srv.URL + "/flaky/tickets", RateLimit: 20,
 		Contract: contract.Contract{Dedup: contract.DedupKey, Breaker: breaker, Retry: contract.Retry{
 			MaxAttempts: 5, InitialInterval: contract.Duration(time.Second), MaxInterval: contract.Duration(10 * time.Second),
 			AttemptTimeout: contract.Duration(5 * time.Second), Deadline: contract.Duration(2 * time.Minute)}}.WithDefaults()}
-	s.deploy(contract.Config{Destinations: map[string]contract.Destination{"flaky": d}})
+	s.deploy(destinations.Config{Destinations: map[string]destinations.Destination{"flaky": d}})
 	s.startWorker()
 
 	out.set(true)
@@ -170,7 +171,7 @@ func TestPauseHoldsAcrossKillAndRestart(t *testing.T) {
 	retry := contract.Retry{MaxAttempts: 3, AttemptTimeout: contract.Duration(5 * time.Second), Deadline: contract.Duration(30 * time.Second)}
 	d := s.dest("paused", contract.Contract{Dedup: contract.DedupKey, Retry: retry})
 	d.RateLimit = 10
-	s.deploy(contract.Config{Destinations: map[string]contract.Destination{"paused": d}})
+	s.deploy(destinations.Config{Destinations: map[string]destinations.Destination{"paused": d}})
 	w := s.startWorker()
 
 	const reason = "partner maintenance INC-7"
@@ -241,8 +242,8 @@ func reviewedGateStack(t *testing.T, svc string) (*opsStack, string) {
 	s := newOpsStack(t, map[string]sandbox.Mode{svc: sandbox.ModeHonoursKeys})
 	retry := contract.Retry{MaxAttempts: 3, AttemptTimeout: contract.Duration(5 * time.Second), Deadline: contract.Duration(30 * time.Second)}
 	name := svc + "-" + s.run
-	s.deploy(contract.Config{Reviewers: []string{"alice"},
-		Destinations: map[string]contract.Destination{name: s.dest(svc, contract.Contract{Dedup: contract.DedupKey, Retry: retry})}})
+	s.deploy(destinations.Config{Reviewers: []string{"alice"},
+		Destinations: map[string]destinations.Destination{name: s.dest(svc, contract.Contract{Dedup: contract.DedupKey, Retry: retry})}})
 	s.startWorker()
 	return s, name
 }

@@ -26,6 +26,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/starter"
@@ -113,7 +114,7 @@ func TestReplayBeforePlainIdentifiers(t *testing.T) {
 	require.Len(t, hs, 2)
 	replayer := sdkworker.NewWorkflowReplayer()
 	worker.RegisterWorkflow(replayer, replayDestinations)
-	refusing := replayerWith(refuseUnversioned(workflows.NewDeliveries(replayDestinations).Delivery))
+	refusing := replayerWith(refuseUnversioned(worker.Deliveries(replayDestinations).Delivery))
 	// The expected panic would log a stack trace per history.
 	quiet := sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))
 	for _, h := range hs {
@@ -166,7 +167,7 @@ func TestRealPlainIdentifiers(t *testing.T) {
 	run := uuid.NewString()[:8]
 	dir := t.TempDir()
 	sb, examples := dialectSandbox(t, dir)
-	var cfg contract.Config
+	var cfg destinations.Config
 	for _, ex := range examples {
 		if filepath.Base(ex.File) == "put-by-business-id.json" {
 			cfg = ex.Config

@@ -18,6 +18,7 @@ import (
 
 	"github.com/abde64c9/courier/activities/notify"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -75,11 +76,11 @@ func TestNotifierToldWhenParked(t *testing.T) {
 	reminder := contract.Duration(3 * time.Second)
 	plain := s.dest("plain", contract.Contract{Dedup: contract.DedupNone, Retry: retry, ReviewReminder: reminder})
 	other := s.dest("other", contract.Contract{Dedup: contract.DedupNone, Retry: retry})
-	other.Notifier = &contract.Notifier{URL: down}
-	s.deploy(contract.Config{
-		Notifier: &contract.Notifier{URL: hook.URL + "/hook", WebUI: "http://ui.test:8233",
-			Auth: &contract.Auth{Header: "Authorization", Scheme: "Bearer", SecretEnv: "COURIER_TEST_HOOK_TOKEN"}},
-		Destinations: map[string]contract.Destination{"plain": plain, "other": other},
+	other.Notifier = &destinations.Notifier{URL: down}
+	s.deploy(destinations.Config{
+		Notifier: &destinations.Notifier{URL: hook.URL + "/hook", WebUI: "http://ui.test:8233",
+			Auth: &destinations.Auth{Header: "Authorization", Scheme: "Bearer", SecretEnv: "COURIER_TEST_HOOK_TOKEN"}},
+		Destinations: map[string]destinations.Destination{"plain": plain, "other": other},
 	})
 	s.startWorker()
 

@@ -30,6 +30,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/devserver"
 	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/opkey"
@@ -87,12 +88,12 @@ func newOpsStackOn(t *testing.T, tmp *lab.Temporal, modes map[string]sandbox.Mod
 }
 
 // dest is an HTTP destination at the sandbox service named path.
-func (s *opsStack) dest(path string, c contract.Contract) contract.Destination {
-	return contract.Destination{Adapter: contract.AdapterHTTP, URL: s.sandbox.URL + "/" + path + "/tickets", Contract: c.WithDefaults()}
+func (s *opsStack) dest(path string, c contract.Contract) destinations.Destination {
+	return destinations.Destination{Adapter: destinations.AdapterHTTP, URL: s.sandbox.URL + "/" + path + "/tickets", Contract: c.WithDefaults()}
 }
 
 // deploy writes the destinations file the next worker process reads.
-func (s *opsStack) deploy(cfg contract.Config) {
+func (s *opsStack) deploy(cfg destinations.Config) {
 	s.t.Helper()
 	b, err := json.MarshalIndent(cfg, "", "  ")
 	require.NoError(s.t, err)
@@ -206,7 +207,7 @@ func (s *opsStack) requireSound(ctx context.Context, res workflows.DeliveryResul
 	runID := desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
 	hist, failed, attempts := s.historyFacts(ctx, wid, runID)
 	replayer := sdkworker.NewWorkflowReplayer()
-	worker.RegisterWorkflow(replayer, contract.Config{})
+	worker.RegisterWorkflow(replayer, destinations.Config{})
 	require.NoError(s.t, replayer.ReplayWorkflowHistoryWithOptions(replayLogger, hist,
 		sdkworker.ReplayWorkflowHistoryOptions{OriginalExecution: workflow.Execution{ID: wid, RunID: runID}}),
 		"%s: replay without destinations", wid)
@@ -260,8 +261,8 @@ func TestConfigDeployInFlight(t *testing.T) {
 	retry := contract.Retry{MaxAttempts: 3, InitialInterval: contract.Duration(6 * time.Second),
 		MaxInterval: contract.Duration(6 * time.Second), Backoff: 2,
 		AttemptTimeout: contract.Duration(2 * time.Second), Deadline: contract.Duration(5 * time.Minute)}
-	before := contract.Config{Reviewers: []string{"ops"}, Destinations: map[string]contract.Destination{}}
-	after := contract.Config{Reviewers: []string{"ops"}, Destinations: map[string]contract.Destination{}}
+	before := destinations.Config{Reviewers: []string{"ops"}, Destinations: map[string]destinations.Destination{}}
+	after := destinations.Config{Reviewers: []string{"ops"}, Destinations: map[string]destinations.Destination{}}
 	for _, ch := range changes {
 		key := contract.Contract{Dedup: contract.DedupKey, KeyHeader: "Idempotency-Key", ReplayMarker: marker, Retry: retry}
 		none := contract.Contract{Dedup: contract.DedupNone, Retry: retry}
@@ -386,7 +387,7 @@ func TestSecondRunNeverSendsBlind(t *testing.T) {
 	retry := contract.Retry{MaxAttempts: 3, InitialInterval: contract.Duration(100 * time.Millisecond),
 		MaxInterval: contract.Duration(time.Second), Backoff: 2,
 		AttemptTimeout: contract.Duration(2 * time.Second), Deadline: contract.Duration(time.Minute)}
-	s.deploy(contract.Config{Reviewers: []string{"ops"}, Destinations: map[string]contract.Destination{
+	s.deploy(destinations.Config{Reviewers: []string{"ops"}, Destinations: map[string]destinations.Destination{
 		"plain": s.dest("plain", contract.Contract{Dedup: contract.DedupNone, Retry: retry}),
 		"keyed": s.dest("keyed", contract.Contract{Dedup: contract.DedupKey, KeyHeader: "Idempotency-Key",
 			KeyRetention: contract.Duration(24 * time.Hour),
@@ -543,7 +544,7 @@ func TestReviewFloodStaysBounded(t *testing.T) {
 	defer cancel()
 	s := newOpsStack(t, map[string]sandbox.Mode{"plain": sandbox.ModeNoKeys})
 	retry := contract.Retry{MaxAttempts: 3, AttemptTimeout: contract.Duration(2 * time.Second), Deadline: contract.Duration(time.Minute)}
-	s.deploy(contract.Config{Reviewers: []string{"ops"}, Destinations: map[string]contract.Destination{
+	s.deploy(destinations.Config{Reviewers: []string{"ops"}, Destinations: map[string]destinations.Destination{
 		"plain": s.dest("plain", contract.Contract{Dedup: contract.DedupNone, Retry: retry}),
 	}})
 	s.startWorker()
@@ -673,7 +674,7 @@ func TestGracefulStopReportsCutShortAttempt(t *testing.T) {
 // attempt has heartbeated.
 func slowAttempt(ctx context.Context, t *testing.T, name string) (*opsStack, *lab.Worker, string) {
 	s := newOpsStack(t, map[string]sandbox.Mode{"slow": sandbox.ModeHonoursKeys})
-	s.deploy(contract.Config{Destinations: map[string]contract.Destination{
+	s.deploy(destinations.Config{Destinations: map[string]destinations.Destination{
 		"slow": s.dest("slow", contract.Contract{Dedup: contract.DedupKey, KeyHeader: "Idempotency-Key",
 			ReplayMarker: &contract.ReplayMarker{Header: "Idempotent-Replayed", Value: "true"},
 			Retry: contract.Retry{MaxAttempts: 3, InitialInterval: contract.Duration(time.Second),

@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -128,7 +129,7 @@ func crashThenNewProcess(ctx context.Context, r *Run) error {
 	// past its timeout it would give up unsent.
 	ledger := r.Env.Config.Destinations[lab.DestLedger]
 	ledger.Contract.Retry.AttemptTimeout = contract.Duration(lockedAttemptTimeout)
-	only := contract.Config{Destinations: map[string]contract.Destination{lab.DestLedger: ledger}}
+	only := destinations.Config{Destinations: map[string]destinations.Destination{lab.DestLedger: ledger}}
 	cfg := caseDir(r.Env, lab.DestinationsFile)
 	if err := lab.WriteDestinations(cfg, only); err != nil {
 		return err

@@ -16,7 +16,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/worker"
@@ -169,7 +169,7 @@ func TestReplayRecordedHistories(t *testing.T) {
 func TestReplayWithoutDestinations(t *testing.T) {
 	hs := append(recordedSet(t, setRecordedContract), recordedSet(t, setDeliverUpdate)...)
 	replayer := sdkworker.NewWorkflowReplayer()
-	worker.RegisterWorkflow(replayer, contract.Config{})
+	worker.RegisterWorkflow(replayer, destinations.Config{})
 	for _, h := range hs {
 		t.Run(filepath.Base(h.File), func(t *testing.T) {
 			require.NoError(t, replay(t, replayer, h, replayLogger))
@@ -214,7 +214,7 @@ func replayerWith(wf deliveryFunc) sdkworker.WorkflowReplayer {
 // replay of every recorded history with a non-determinism error.
 func TestReplayCatchesUnversionedChange(t *testing.T) {
 	hs := recordedHistories(t)
-	replayer := replayerWith(sleepFirst(workflows.NewDeliveries(replayDestinations).Delivery))
+	replayer := replayerWith(sleepFirst(worker.Deliveries(replayDestinations).Delivery))
 	for _, h := range hs {
 		t.Run(filepath.Base(h.File), func(t *testing.T) {
 			// The expected panic would log a stack trace per history.
@@ -230,7 +230,7 @@ func TestReplayCatchesUnversionedChange(t *testing.T) {
 // replays every recorded history, and new runs do take the new path.
 func TestReplayAcceptsVersionedChange(t *testing.T) {
 	hs := recordedHistories(t)
-	versioned := sleepFirstVersioned(workflows.NewDeliveries(replayDestinations).Delivery)
+	versioned := sleepFirstVersioned(worker.Deliveries(replayDestinations).Delivery)
 	replayer := replayerWith(versioned)
 	for _, h := range hs {
 		t.Run(filepath.Base(h.File), func(t *testing.T) {
@@ -244,7 +244,7 @@ func TestReplayAcceptsVersionedChange(t *testing.T) {
 	defer dest.Close()
 	var ts sdktest.WorkflowTestSuite
 	env := ts.NewTestWorkflowEnvironment()
-	env.RegisterWorkflowWithOptions(sleepFirstVersioned(workflows.NewDeliveries(dest.Config).Delivery),
+	env.RegisterWorkflowWithOptions(sleepFirstVersioned(worker.Deliveries(dest.Config).Delivery),
 		workflow.RegisterOptions{Name: workflows.WorkflowType})
 	env.RegisterActivity(dest.Activities)
 	in := Input(lab.DestLedger, "versioned", lab.Ticket("versioned", "ledger row"))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/worker"
@@ -91,7 +92,7 @@ func (s *ReviewSuite) SetupTest() {
 	s.Require().NoError(s.dest.Inject(lab.DestLegacy, closeAfterCommit(1)))
 }
 
-func (s *ReviewSuite) start(cfg contract.Config) workflows.DeliveryResult {
+func (s *ReviewSuite) start(cfg destinations.Config) workflows.DeliveryResult {
 	worker.Register(s.env, cfg, s.dest.Activities)
 	in := Input(lab.DestLegacy, s.id, lab.Ticket(s.id, "Move the workshop booking"))
 	s.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.WorkflowID(opkey.Key(in.Operation))})

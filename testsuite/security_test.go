@@ -24,7 +24,7 @@ import (
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/codec"
 	"github.com/abde64c9/courier/connect"
-	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/worker"
@@ -51,10 +51,10 @@ func TestSecretNotInHistory(t *testing.T) {
 		env.Sandbox.Handler().ServeHTTP(w, r)
 	}))
 	defer front.Close()
-	cfg := contract.Config{Destinations: maps.Clone(env.Config.Destinations)}
+	cfg := destinations.Config{Destinations: maps.Clone(env.Config.Destinations)}
 	d := cfg.Destinations[lab.DestHelpdesk]
 	d.URL = front.URL + "/helpdesk/tickets"
-	d.Auth = &contract.Auth{Header: "Authorization", Scheme: "Bearer", SecretEnv: "COURIER_TEST_HELPDESK_TOKEN"}
+	d.Auth = &destinations.Auth{Header: "Authorization", Scheme: "Bearer", SecretEnv: "COURIER_TEST_HELPDESK_TOKEN"}
 	cfg.Destinations[lab.DestHelpdesk] = d
 	ads, err := worker.OpenAdapters(cfg)
 	require.NoError(t, err)
@@ -135,7 +135,7 @@ func TestEncryptedHistory(t *testing.T) {
 }
 
 // startWorkers runs Courier's workers on c until stop.
-func startWorkers(t *testing.T, c client.Client, cfg contract.Config, acts *activities.Activities) (stop func()) {
+func startWorkers(t *testing.T, c client.Client, cfg destinations.Config, acts *activities.Activities) (stop func()) {
 	t.Helper()
 	ws := worker.New(c, cfg, acts, sdkworker.Options{})
 	for _, w := range ws {

@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/devserver"
 	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/starter"
@@ -29,7 +30,7 @@ import (
 func parkedAtNone(ctx context.Context, t *testing.T, name string) (*opsStack, workflows.DeliveryInput, workflows.DeliveryStatus, string) {
 	t.Helper()
 	s := newOpsStack(t, map[string]sandbox.Mode{"plain": sandbox.ModeNoKeys})
-	s.deploy(contract.Config{Reviewers: []string{"ops"}, Destinations: map[string]contract.Destination{
+	s.deploy(destinations.Config{Reviewers: []string{"ops"}, Destinations: map[string]destinations.Destination{
 		"plain": s.dest("plain", contract.Contract{Dedup: contract.DedupNone, Retry: contract.Retry{MaxAttempts: 3,
 			AttemptTimeout: contract.Duration(2 * time.Second), Deadline: contract.Duration(time.Minute)}}),
 	}})

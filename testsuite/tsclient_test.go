@@ -18,7 +18,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/sandbox"
@@ -54,8 +54,8 @@ func TestTypeScriptClient(t *testing.T) {
 	require.NoError(t, err)
 	defer sb.Close()
 	all := lab.Destinations(sb.URL, filepath.Join(dir, lab.LedgerDB), lab.CaseBudget)
-	cfg := contract.Config{
-		Destinations: map[string]contract.Destination{
+	cfg := destinations.Config{
+		Destinations: map[string]destinations.Destination{
 			lab.DestHelpdesk: all.Destinations[lab.DestHelpdesk],
 			lab.DestLegacy:   all.Destinations[lab.DestLegacy],
 		},

@@ -18,7 +18,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/abde64c9/courier/activities"
-	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/workflows"
 )
 
@@ -47,7 +47,7 @@ type Gate struct {
 	c         client.Client
 	namespace string
 	dc        converter.DataConverter
-	cfg       contract.Config
+	cfg       destinations.Config
 	log       *slog.Logger
 	gauges    map[string]map[string]client.MetricsGauge
 
@@ -63,7 +63,7 @@ type gateRead struct {
 var _ activities.Gate = (*Gate)(nil)
 
 // NewGate returns the gate for the destinations of cfg.
-func NewGate(c client.Client, namespace string, dc converter.DataConverter, cfg contract.Config, h client.MetricsHandler, log *slog.Logger) *Gate {
+func NewGate(c client.Client, namespace string, dc converter.DataConverter, cfg destinations.Config, h client.MetricsHandler, log *slog.Logger) *Gate {
 	if dc == nil {
 		dc = converter.GetDefaultDataConverter()
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/workflows"
 )
 
@@ -62,7 +63,7 @@ func TestReadAllKeepsStoppedPauses(t *testing.T) {
 		// Canceled while closed: holds nothing back.
 		gateRun(t, "closed", canc, now, workflows.GateClosed),
 	}}, nil).Once()
-	cfg := contract.Config{Destinations: map[string]contract.Destination{"resumed": {}, "stopped": {}, "closed": {}, "never": {}}}
+	cfg := destinations.Config{Destinations: map[string]destinations.Destination{"resumed": {}, "stopped": {}, "closed": {}, "never": {}}}
 	g := NewGate(c, "default", nil, cfg, client.MetricsNopHandler, slog.New(slog.DiscardHandler))
 	require.NoError(t, g.readAll(context.Background()))
 	c.AssertExpectations(t)
@@ -105,7 +106,7 @@ func TestReadAllKeepsStoppedPauses(t *testing.T) {
 func TestReportSparesAStoppedGate(t *testing.T) {
 	c := &mocks.Client{}
 	b := &contract.Breaker{Failures: 3, Window: contract.Duration(time.Minute), CoolDown: contract.Duration(time.Minute)}
-	cfg := contract.Config{Destinations: map[string]contract.Destination{"legacy": {Contract: contract.Contract{Breaker: b}}}}
+	cfg := destinations.Config{Destinations: map[string]destinations.Destination{"legacy": {Contract: contract.Contract{Breaker: b}}}}
 	g := NewGate(c, "default", nil, cfg, client.MetricsNopHandler, slog.New(slog.DiscardHandler))
 	g.keep("legacy", &workflows.DestinationState{Name: "legacy", State: workflows.GateHalfOpen, Stopped: "terminated",
 		Breaker: workflows.Breaker{State: workflows.GateHalfOpen, Failures: 3}}, time.Now())

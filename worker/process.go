@@ -18,7 +18,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/abde64c9/courier/connect"
-	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/workflows"
 )
 
@@ -38,8 +38,8 @@ const (
 // ProcessOptions configures a worker process: what `courier worker` and
 // `courier-lab dev` run.
 type ProcessOptions struct {
-	// Config is the destinations (contract.Load or contract.Parse).
-	Config contract.Config
+	// Config is the destinations (destinations.Load or destinations.Parse).
+	Config destinations.Config
 	// Logger receives Courier's and the SDK's logs; nil is slog.Default().
 	Logger *slog.Logger
 	// Client is how to reach Temporal; nil reads Temporal's standard client

@@ -21,7 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 
-	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/devserver"
 	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/sandbox"
@@ -30,12 +30,12 @@ import (
 	"github.com/abde64c9/courier/workflows"
 )
 
-// destinations is a helpdesk that honours keys and a legacy service with no
-// dedup, both on the sandbox at base.
-func destinations(t *testing.T, base, extra string) contract.Config {
+// testDestinations is a helpdesk that honours keys and a legacy service
+// with no dedup, both on the sandbox at base.
+func testDestinations(t *testing.T, base, extra string) destinations.Config {
 	t.Helper()
 	retry := `"retry": {"max_attempts": 3, "initial_interval": "100ms", "attempt_timeout": "2s", "deadline": "1m"}`
-	cfg, err := contract.Parse(fmt.Appendf(nil, `{"destinations": {
+	cfg, err := destinations.Parse(fmt.Appendf(nil, `{"destinations": {
 		"helpdesk": {"adapter": "http", "url": "%[1]s/helpdesk/tickets", %[3]s
 			"contract": {"dedup": "key", "replay_marker": {"header": "Idempotent-Replayed", "value": "true"}, %[2]s}},
 		"legacy": {"adapter": "http", "url": "%[1]s/legacy/tickets",
@@ -46,7 +46,7 @@ func destinations(t *testing.T, base, extra string) contract.Config {
 }
 
 func TestStartProcessStopsOnMissingSecret(t *testing.T) {
-	cfg := destinations(t, "http://127.0.0.1:1",
+	cfg := testDestinations(t, "http://127.0.0.1:1",
 		`"auth": {"header": "Authorization", "scheme": "Bearer", "secret_env": "COURIER_TEST_UNSET_TOKEN"},`)
 	t.Setenv("COURIER_TEST_UNSET_TOKEN", "")
 	// No Temporal at this address: the secret must stop it first.
@@ -62,7 +62,7 @@ func TestStartProcessStopsOnTakenMetricsPort(t *testing.T) {
 	require.NoError(t, err)
 	defer ln.Close()
 	_, err = worker.StartProcess(context.Background(), worker.ProcessOptions{
-		Config: destinations(t, "http://127.0.0.1:1", ""), MetricsAddr: ln.Addr().String(),
+		Config: testDestinations(t, "http://127.0.0.1:1", ""), MetricsAddr: ln.Addr().String(),
 		Client: &client.Options{HostPort: "127.0.0.1:1"},
 	})
 	require.ErrorContains(t, err, ln.Addr().String())
@@ -71,7 +71,7 @@ func TestStartProcessStopsOnTakenMetricsPort(t *testing.T) {
 
 func TestStartProcessNamesTheUnreachableServer(t *testing.T) {
 	_, err := worker.StartProcess(context.Background(), worker.ProcessOptions{
-		Config: destinations(t, "http://127.0.0.1:1", ""), Client: &client.Options{HostPort: "127.0.0.1:1"},
+		Config: testDestinations(t, "http://127.0.0.1:1", ""), Client: &client.Options{HostPort: "127.0.0.1:1"},
 	})
 	require.ErrorContains(t, err, "cannot reach Temporal at 127.0.0.1:1")
 	require.ErrorContains(t, err, "courier-lab dev")
@@ -97,7 +97,7 @@ func TestMetricsAfterDeliveries(t *testing.T) {
 	web := httptest.NewServer(sb.Handler())
 	defer web.Close()
 
-	cfg := destinations(t, web.URL, "")
+	cfg := testDestinations(t, web.URL, "")
 	logs := &syncBuffer{}
 	start := func() *worker.Process {
 		p, err := worker.StartProcess(ctx, worker.ProcessOptions{

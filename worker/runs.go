@@ -12,14 +12,14 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/abde64c9/courier/activities"
-	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/workflows"
 )
 
 // NewActivities returns Courier's activities over the opened adapters, with
 // the configured contracts (a delivery's first attempt records one) and
 // the client that reads a workflow ID's earlier runs.
-func NewActivities(c client.Client, cfg contract.Config, ads *Adapters) *activities.Activities {
+func NewActivities(c client.Client, cfg destinations.Config, ads *Adapters) *activities.Activities {
 	acts := &activities.Activities{Adapters: ads.ByName, Notifiers: ads.Notifiers, Contracts: cfg.Contracts(), Reviewers: cfg.Reviewers}
 	if c != nil {
 		acts.Runs = earlierRuns{c}

@@ -15,7 +15,7 @@ import (
 	"github.com/abde64c9/courier/activities/httpdest"
 	"github.com/abde64c9/courier/activities/notify"
 	"github.com/abde64c9/courier/activities/sqldest"
-	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/workflows"
 )
 
@@ -38,10 +38,10 @@ func (a *Adapters) Close() error {
 
 // OpenAdapters opens every destination's adapter. A missing secret or an
 // unusable database stops the worker here, before it takes any task.
-func OpenAdapters(cfg contract.Config) (*Adapters, error) {
+func OpenAdapters(cfg destinations.Config) (*Adapters, error) {
 	out := &Adapters{ByName: map[string]activities.Adapter{}, Notifiers: map[string]activities.Notifier{}}
 	var errs []error
-	webhooks := map[*contract.Notifier]*notify.Webhook{} // the file's notifier is built once
+	webhooks := map[*destinations.Notifier]*notify.Webhook{} // the file's notifier is built once
 	for _, name := range cfg.Names() {
 		if n := cfg.NotifierFor(name); n != nil {
 			w, ok := webhooks[n]
@@ -73,30 +73,40 @@ func OpenAdapters(cfg contract.Config) (*Adapters, error) {
 	return out, nil
 }
 
-func openAdapter(name string, d contract.Destination) (activities.Adapter, error) {
-	if d.Adapter == contract.AdapterSQL {
+func openAdapter(name string, d destinations.Destination) (activities.Adapter, error) {
+	if d.Adapter == destinations.AdapterSQL {
 		return sqldest.Open(name, d)
 	}
 	return httpdest.New(name, d)
 }
 
 // Register puts the Delivery workflow and Courier's activities on a worker.
-func Register(r sdkworker.Registry, cfg contract.Config, acts *activities.Activities) {
+func Register(r sdkworker.Registry, cfg destinations.Config, acts *activities.Activities) {
 	RegisterWorkflow(r, cfg)
 	r.RegisterActivity(acts)
 }
 
 // RegisterWorkflow registers only the workflow, for replayers.
-func RegisterWorkflow(r sdkworker.WorkflowRegistry, cfg contract.Config) {
-	r.RegisterWorkflowWithOptions(workflows.NewDeliveries(cfg).Delivery,
+func RegisterWorkflow(r sdkworker.WorkflowRegistry, cfg destinations.Config) {
+	r.RegisterWorkflowWithOptions(Deliveries(cfg).Delivery,
 		workflow.RegisterOptions{Name: workflows.WorkflowType})
 	r.RegisterWorkflowWithOptions(workflows.Destination,
 		workflow.RegisterOptions{Name: workflows.DestinationWorkflowType})
 }
 
+// Deliveries is the Delivery workflow for cfg's destinations. The workflow
+// gets only what it routes by, so it links none of the file's parsing.
+func Deliveries(cfg destinations.Config) *workflows.Deliveries {
+	routes := make(map[string]workflows.Route, len(cfg.Destinations))
+	for name, d := range cfg.Destinations {
+		routes[name] = workflows.Route{RateLimit: d.RateLimit, Contract: d.Contract}
+	}
+	return workflows.NewDeliveries(routes, cfg.Reviewers)
+}
+
 // New returns the workers of one process: the main one on the courier task
 // queue, and one activity-only worker per rate-limited destination.
-func New(c client.Client, cfg contract.Config, acts *activities.Activities, opts sdkworker.Options) []sdkworker.Worker {
+func New(c client.Client, cfg destinations.Config, acts *activities.Activities, opts sdkworker.Options) []sdkworker.Worker {
 	main := sdkworker.New(c, workflows.TaskQueue, opts)
 	Register(main, cfg, acts)
 	workers := []sdkworker.Worker{main}
@@ -110,7 +120,7 @@ func New(c client.Client, cfg contract.Config, acts *activities.Activities, opts
 		// Enforced by the server for the whole queue, so it holds however
 		// many workers run.
 		o.TaskQueueActivitiesPerSecond = d.RateLimit
-		w := sdkworker.New(c, workflows.ActivityTaskQueue(name, d), o)
+		w := sdkworker.New(c, workflows.ActivityTaskQueue(name, d.RateLimit), o)
 		w.RegisterActivity(acts)
 		workers = append(workers, w)
 	}

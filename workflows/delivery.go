@@ -34,20 +34,30 @@ const (
 // worker's file just to route an attempt (task queue, first timeout), which
 // replay does not check.
 type Deliveries struct {
-	destinations map[string]contract.Destination
+	destinations map[string]Route
 	reviewers    []string
 }
 
-// NewDeliveries returns the Delivery workflow for these destinations.
-func NewDeliveries(cfg contract.Config) *Deliveries {
-	return &Deliveries{destinations: cfg.Destinations, reviewers: cfg.Reviewers}
+// Route is what the workflow reads of a destination in the worker's file:
+// its rate limit, for the task queue, and its contract, for the first
+// attempt's timeout and for deliveries from before terms were recorded.
+// The file itself (package destinations) stays out of the workflow.
+type Route struct {
+	RateLimit float64
+	Contract  contract.Contract
+}
+
+// NewDeliveries returns the Delivery workflow for these destinations (by
+// name) and reviewers.
+func NewDeliveries(destinations map[string]Route, reviewers []string) *Deliveries {
+	return &Deliveries{destinations: destinations, reviewers: reviewers}
 }
 
 // ActivityTaskQueue is where a destination's attempts run: a queue of its
 // own when it has a rate limit, so the server enforces the limit across all
 // workers.
-func ActivityTaskQueue(name string, d contract.Destination) string {
-	if d.RateLimit > 0 {
+func ActivityTaskQueue(name string, rateLimit float64) string {
+	if rateLimit > 0 {
 		return TaskQueue + "-" + name
 	}
 	return TaskQueue
@@ -114,7 +124,7 @@ type delivery struct {
 	// destinations route attempts (see route); they decide nothing.
 	// configReviewers are only for deliveries from before terms were
 	// recorded.
-	destinations    map[string]contract.Destination
+	destinations    map[string]Route
 	configReviewers []string
 	// budget is the attempt number the retry budget ends at; it grows when
 	// a reviewer decides retry.

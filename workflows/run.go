@@ -278,7 +278,7 @@ func (d *delivery) route() (queue string, timeout time.Duration) {
 	dest, ok := d.destinations[d.in.Destination]
 	queue, timeout = TaskQueue, defaultAttemptTimeout
 	if ok {
-		queue, timeout = ActivityTaskQueue(d.in.Destination, dest), dest.Contract.Retry.AttemptTimeout.D()
+		queue, timeout = ActivityTaskQueue(d.in.Destination, dest.RateLimit), dest.Contract.Retry.AttemptTimeout.D()
 	}
 	if c := d.recorded(); c != nil {
 		timeout = c.Retry.AttemptTimeout.D()

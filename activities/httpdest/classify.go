@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 )
 
 // classify maps an HTTP answer onto a contract.Class: the one place where a
 // status code gets its meaning. The destination's rules come first, in
 // order (rule is the index of the one that matched, or -1); then the
 // default reading. contract.Next then decides what to do.
-func classify(status int, h http.Header, body []byte, m *contract.ReplayMarker, rules []contract.Rule) (_ contract.Class, rule int) {
+func classify(status int, h http.Header, body []byte, m *contract.ReplayMarker, rules []destinations.Rule) (_ contract.Class, rule int) {
 	if len(rules) > 0 {
 		doc, _ := decodeBody(body)
 		for i, r := range rules {
@@ -26,7 +27,7 @@ func classify(status int, h http.Header, body []byte, m *contract.ReplayMarker, 
 	return classifyDefault(status, h, body, m), -1
 }
 
-// classifyDefault is Courier's own reading of an answer; contract.MayHaveApplied
+// classifyDefault is Courier's own reading of an answer; destinations.MayHaveApplied
 // says which statuses it takes as possibly applied.
 func classifyDefault(status int, h http.Header, body []byte, m *contract.ReplayMarker) contract.Class {
 	switch {
@@ -55,7 +56,7 @@ func classifyDefault(status int, h http.Header, body []byte, m *contract.ReplayM
 	return contract.ClassUnknown
 }
 
-func headerMatches(h http.Header, m *contract.Match) bool {
+func headerMatches(h http.Header, m *destinations.Match) bool {
 	if m == nil {
 		return true
 	}
@@ -71,7 +72,7 @@ func headerMatches(h http.Header, m *contract.Match) bool {
 	return false
 }
 
-func bodyMatches(doc any, m *contract.Match) bool {
+func bodyMatches(doc any, m *destinations.Match) bool {
 	if m == nil {
 		return true
 	}
@@ -84,7 +85,7 @@ func replayed(status int, h http.Header, m *contract.ReplayMarker) bool {
 	case m == nil:
 		return false
 	case m.Header != "":
-		return headerMatches(h, &contract.Match{Name: m.Header, Value: m.Value, Values: m.Values})
+		return headerMatches(h, &destinations.Match{Name: m.Header, Value: m.Value, Values: m.Values})
 	default:
 		return status == m.Status
 	}

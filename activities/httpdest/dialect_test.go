@@ -31,6 +31,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 )
 
 // seen is one request as a test server received it.
@@ -64,8 +65,8 @@ func TestDialectRequest(t *testing.T) {
 	d := destination(hs.URL + "/{tenant}/things/{business_id}?op={operation}")
 	d.Method = http.MethodPut
 	d.Headers = map[string]string{"Api-Version": "7"}
-	d.Body = &contract.Body{Under: "/data"}
-	d.Receipt = &contract.ReceiptSpec{IDFromLocation: true}
+	d.Body = &destinations.Body{Under: "/data"}
+	d.Receipt = &destinations.ReceiptSpec{IDFromLocation: true}
 	d.Contract.KeyHeader = "X-Request-Key"
 	d.Contract.KeyField = "/meta/idempotency_key"
 	req := request("k-1")
@@ -150,7 +151,7 @@ func TestReceiptByPointer(t *testing.T) {
 		io.WriteString(w, `{"payment":{"id":"pay-9","status":"COMPLETED"},"id":"not-this"}`)
 	})
 	d := destination(hs.URL)
-	d.Receipt = &contract.ReceiptSpec{ID: contract.Pointers{"/payment/id"}, Status: "/payment/status"}
+	d.Receipt = &destinations.ReceiptSpec{ID: destinations.Pointers{"/payment/id"}, Status: "/payment/status"}
 	out := newAdapter(t, d).Deliver(context.Background(), request("k"))
 	require.Equal(t, "pay-9", out.Receipt.ResourceID)
 	require.Equal(t, "COMPLETED", out.Receipt.Status)
@@ -165,11 +166,11 @@ func TestRulesClassify(t *testing.T) {
 		w.WriteHeader(atoi(q.Get("status")))
 		io.WriteString(w, q.Get("body"))
 	})
-	rules := []contract.Rule{
-		{Status: contract.StatusRange{Lo: 400, Hi: 400}, Body: &contract.Match{Pointer: "/error/type", Value: "idempotency_error"}, Class: contract.ClassConflict},
-		{Status: contract.StatusRange{Lo: 200, Hi: 200}, Body: &contract.Match{Pointer: "/status", Values: []string{"duplicate", "seen"}}, Class: contract.ClassReplayed},
-		{Status: contract.StatusRange{Lo: 500, Hi: 599}, Header: &contract.Match{Name: "Should-Retry", Value: "false"}, Class: contract.ClassUnknown},
-		{Status: contract.StatusRange{Lo: 409, Hi: 409}, Body: &contract.Match{Pointer: "/errors/0/code"}, Class: contract.ClassConflict},
+	rules := []destinations.Rule{
+		{Status: destinations.StatusRange{Lo: 400, Hi: 400}, Body: &destinations.Match{Pointer: "/error/type", Value: "idempotency_error"}, Class: contract.ClassConflict},
+		{Status: destinations.StatusRange{Lo: 200, Hi: 200}, Body: &destinations.Match{Pointer: "/status", Values: []string{"duplicate", "seen"}}, Class: contract.ClassReplayed},
+		{Status: destinations.StatusRange{Lo: 500, Hi: 599}, Header: &destinations.Match{Name: "Should-Retry", Value: "false"}, Class: contract.ClassUnknown},
+		{Status: destinations.StatusRange{Lo: 409, Hi: 409}, Body: &destinations.Match{Pointer: "/errors/0/code"}, Class: contract.ClassConflict},
 	}
 	for _, tc := range []struct {
 		status       int
@@ -201,7 +202,7 @@ func TestRulesClassify(t *testing.T) {
 func TestDefaultReadingIsMayHaveApplied(t *testing.T) {
 	for st := 100; st <= 599; st++ {
 		cl := classifyDefault(st, http.Header{}, nil, nil)
-		require.Equal(t, !contract.MayHaveApplied(st), cl.NothingApplied(), "status %d reads as %s", st, cl)
+		require.Equal(t, !destinations.MayHaveApplied(st), cl.NothingApplied(), "status %d reads as %s", st, cl)
 	}
 }
 
@@ -239,8 +240,8 @@ func TestStandardWebhooksSignature(t *testing.T) {
 	t.Setenv("COURIER_TEST_WEBHOOK_SECRET", secret)
 	hs, got := recorder(t, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(200) })
 	d := destination(hs.URL)
-	d.Auth = &contract.Auth{Kind: contract.AuthStandardWebhooks, SecretEnv: "COURIER_TEST_WEBHOOK_SECRET"}
-	d.Body = &contract.Body{Under: "/data"}
+	d.Auth = &destinations.Auth{Kind: destinations.AuthStandardWebhooks, SecretEnv: "COURIER_TEST_WEBHOOK_SECRET"}
+	d.Body = &destinations.Body{Under: "/data"}
 	d.Contract.KeyHeader = "webhook-id"
 	a := newAdapter(t, d)
 
@@ -297,7 +298,7 @@ func TestMutualTLS(t *testing.T) {
 	defer hs.Close()
 
 	d := destination(hs.URL)
-	d.TLS = &contract.TLS{CAFile: caFile, CertFile: certFile, KeyFile: keyFile, ServerName: "partner.test"}
+	d.TLS = &destinations.TLS{CAFile: caFile, CertFile: certFile, KeyFile: keyFile, ServerName: "partner.test"}
 	out := newAdapter(t, d).Deliver(context.Background(), request("k"))
 	require.Equal(t, contract.ClassCreated, out.Class, out.Error)
 	require.Equal(t, "by-courier worker", out.Receipt.ResourceID)
@@ -307,13 +308,13 @@ func TestMutualTLS(t *testing.T) {
 	// then (the server checks the certificate after the client's
 	// Finished), so the adapter cannot tell it was not read: an unknown
 	// outcome, never a receipt and never a silent resend.
-	d.TLS = &contract.TLS{CAFile: caFile, ServerName: "partner.test"}
+	d.TLS = &destinations.TLS{CAFile: caFile, ServerName: "partner.test"}
 	out = newAdapter(t, d).Deliver(context.Background(), request("k"))
 	require.Contains(t, []contract.Class{contract.ClassNotSent, contract.ClassUnknown}, out.Class, out.Error)
 	require.Contains(t, out.Error, "certificate required")
 	require.Equal(t, int32(1), handled.Load(), "the server's handler ran only for the first request")
 
-	for field, tlsOpts := range map[string]*contract.TLS{
+	for field, tlsOpts := range map[string]*destinations.TLS{
 		"tls.ca_file":                 {CAFile: filepath.Join(dir, "missing.pem")},
 		"tls.cert_file, tls.key_file": {CertFile: filepath.Join(dir, "missing.pem"), KeyFile: keyFile},
 	} {
@@ -321,7 +322,7 @@ func TestMutualTLS(t *testing.T) {
 		_, err := New("partner", d)
 		require.ErrorContains(t, err, field+": ")
 	}
-	d.TLS = &contract.TLS{CAFile: keyFile}
+	d.TLS = &destinations.TLS{CAFile: keyFile}
 	_, err := New("partner", d)
 	require.ErrorContains(t, err, "holds no PEM certificate")
 }

@@ -26,6 +26,7 @@ import (
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 )
 
 const (
@@ -41,7 +42,7 @@ const (
 // Adapter is one HTTP destination.
 type Adapter struct {
 	name string
-	d    contract.Destination
+	d    destinations.Destination
 	// auth is the full header value; it is only ever put in a request header.
 	auth string
 	// webhookKey signs requests, for auth kind standard-webhooks.
@@ -53,8 +54,8 @@ var _ activities.Adapter = (*Adapter)(nil)
 
 // New builds the adapter for destination name, reading its secret and TLS
 // files once: a destination it cannot use stops the worker at start.
-func New(name string, d contract.Destination) (*Adapter, error) {
-	if err := contract.CheckURL(d.URL); err != nil {
+func New(name string, d destinations.Destination) (*Adapter, error) {
+	if err := destinations.CheckURL(d.URL); err != nil {
 		return nil, fmt.Errorf("url: %w", err)
 	}
 	if d.Contract.Retry.AttemptTimeout <= 0 {
@@ -63,7 +64,7 @@ func New(name string, d contract.Destination) (*Adapter, error) {
 	a := &Adapter{name: name, d: d}
 	if d.Auth != nil {
 		var err error
-		if d.Auth.Kind == contract.AuthStandardWebhooks {
+		if d.Auth.Kind == destinations.AuthStandardWebhooks {
 			var secret string
 			if secret, err = d.Auth.Secret(); err == nil {
 				a.webhookKey, err = WebhookKey(secret)
@@ -101,7 +102,7 @@ func New(name string, d contract.Destination) (*Adapter, error) {
 }
 
 // clientTLS reads a destination's TLS files; nil without tls options.
-func clientTLS(t *contract.TLS) (*tls.Config, error) {
+func clientTLS(t *destinations.TLS) (*tls.Config, error) {
 	if t == nil {
 		return nil, nil
 	}
@@ -247,12 +248,12 @@ func receipt(status int, body []byte) activities.Receipt {
 }
 
 // defaultIDs are where Courier's own dialect looks for a resource id.
-var defaultIDs = contract.Pointers{"/id", "/ticket_id", "/resource_id"}
+var defaultIDs = destinations.Pointers{"/id", "/ticket_id", "/resource_id"}
 
 // receiptFrom reads a receipt from an answer where spec, the file's field
 // named field, says (nil: a top-level id, ticket_id or resource_id, and
 // status), with what it read where.
-func receiptFrom(status int, h http.Header, body []byte, spec *contract.ReceiptSpec, field string) (activities.Receipt, []activities.Read) {
+func receiptFrom(status int, h http.Header, body []byte, spec *destinations.ReceiptSpec, field string) (activities.Receipt, []activities.Read) {
 	r := activities.Receipt{StatusCode: status}
 	if spec != nil && spec.IDFromLocation {
 		r.ResourceID = locationID(h.Get("Location"))
@@ -272,8 +273,8 @@ func receiptFrom(status int, h http.Header, body []byte, spec *contract.ReceiptS
 
 // readReceipt reads a record's id (the first of its pointers that holds a
 // value) and status, as spec says.
-func readReceipt(doc any, spec *contract.ReceiptSpec, field string) (id, status string, reads []activities.Read) {
-	ids, statusAt := defaultIDs, contract.Pointer("/status")
+func readReceipt(doc any, spec *destinations.ReceiptSpec, field string) (id, status string, reads []activities.Read) {
+	ids, statusAt := defaultIDs, destinations.Pointer("/status")
 	if spec != nil {
 		ids, statusAt = spec.ID, spec.Status
 	}

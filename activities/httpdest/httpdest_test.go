@@ -19,15 +19,16 @@ import (
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/sandbox"
 )
 
 const payload = `{"request_id":"example-001","subject":"Move the workshop booking"}`
 
-func destination(url string) contract.Destination {
-	return contract.Destination{
-		Adapter: contract.AdapterHTTP,
+func destination(url string) destinations.Destination {
+	return destinations.Destination{
+		Adapter: destinations.AdapterHTTP,
 		URL:     url,
 		Contract: contract.Contract{
 			Dedup:     contract.DedupKey,
@@ -48,7 +49,7 @@ func request(key string) activities.Request {
 	}
 }
 
-func newAdapter(t *testing.T, d contract.Destination) *Adapter {
+func newAdapter(t *testing.T, d destinations.Destination) *Adapter {
 	t.Helper()
 	a, err := New("helpdesk", d)
 	require.NoError(t, err)
@@ -66,7 +67,7 @@ func startSandbox(t testing.TB) (*sandbox.Server, string) {
 }
 
 // sandboxDest is a sandbox destination with the sandbox's replay marker.
-func sandboxDest(base, path string) contract.Destination {
+func sandboxDest(base, path string) destinations.Destination {
 	d := destination(base + "/" + path + "/tickets")
 	d.Contract.ReplayMarker = &contract.ReplayMarker{Header: sandbox.ReplayedHeader, Value: "true"}
 	return d
@@ -427,7 +428,7 @@ func TestHeadersAndAuth(t *testing.T) {
 	const secret = "s3cret-token"
 	t.Setenv("COURIER_TEST_TOKEN", secret)
 	d := destination(hs.URL)
-	d.Auth = &contract.Auth{Header: "Authorization", Scheme: "Bearer", SecretEnv: "COURIER_TEST_TOKEN"}
+	d.Auth = &destinations.Auth{Header: "Authorization", Scheme: "Bearer", SecretEnv: "COURIER_TEST_TOKEN"}
 	a := newAdapter(t, d)
 	out := a.Deliver(context.Background(), request("the-key"))
 	require.Equal(t, contract.ClassCreated, out.Class)
@@ -454,11 +455,11 @@ func TestHeadersAndAuth(t *testing.T) {
 }
 
 func TestNewRejectsUnusableDestinations(t *testing.T) {
-	for name, d := range map[string]contract.Destination{
+	for name, d := range map[string]destinations.Destination{
 		"no url":       destination(""),
 		"relative url": destination("/helpdesk/tickets"),
 		"other scheme": destination("ftp://example.com/x"),
-		"no timeout": func() contract.Destination {
+		"no timeout": func() destinations.Destination {
 			d := destination("http://127.0.0.1:1/x")
 			d.Contract.Retry.AttemptTimeout = 0
 			return d

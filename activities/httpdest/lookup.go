@@ -10,6 +10,7 @@ import (
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 )
 
 // Lookup asks the destination for the effect by key (and business id) and
@@ -21,7 +22,7 @@ func (a *Adapter) Lookup(ctx context.Context, req activities.Request) (activitie
 		return activities.Found{}, fmt.Errorf("destination %s has no lookup_url", a.name)
 	}
 	values := urlValues(req)
-	u, err := contract.ExpandURL(a.d.LookupURL, values)
+	u, err := destinations.ExpandURL(a.d.LookupURL, values)
 	if err != nil {
 		return activities.Found{}, fmt.Errorf("lookup_url: %w", err)
 	}
@@ -53,7 +54,7 @@ func (a *Adapter) Lookup(ctx context.Context, req activities.Request) (activitie
 // not found; the destination's rules come next, and any class but created
 // or replayed is a failed lookup (a 429 or 5xx is not an answer); then a
 // 2xx is read as the lookup reading declares.
-func readLookup(status int, h http.Header, body []byte, d contract.Destination, v contract.URLValues) (activities.Found, error) {
+func readLookup(status int, h http.Header, body []byte, d destinations.Destination, v destinations.URLValues) (activities.Found, error) {
 	if d.Lookup.NotFoundStatus(status) {
 		return activities.Found{}, nil
 	}
@@ -78,21 +79,21 @@ func readLookup(status int, h http.Header, body []byte, d contract.Destination, 
 
 // lookupReader reads one lookup answer, noting what it read where.
 type lookupReader struct {
-	d     contract.Destination
-	want  contract.URLValues
+	d     destinations.Destination
+	want  destinations.URLValues
 	reads []activities.Read
 	// listed is how many records a list answer held.
 	listed int
 }
 
-func (lr *lookupReader) note(field string, p contract.Pointer, value string) {
+func (lr *lookupReader) note(field string, p destinations.Pointer, value string) {
 	lr.reads = append(lr.reads, activities.Read{Field: field, Pointer: string(p), Value: value})
 }
 
 func (lr *lookupReader) read(body []byte) (activities.Found, error) {
 	l := lr.d.Lookup
 	if l == nil {
-		l = &contract.LookupReading{}
+		l = &destinations.LookupReading{}
 	}
 	doc, ok := decodeBody(body)
 	if !ok {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 )
 
 // TestLookupReading serves each answer over loopback and reads it as the
@@ -17,17 +18,17 @@ import (
 // answer the reading cannot read is unreadable, never found nor not found.
 func TestLookupReading(t *testing.T) {
 	const key = "the-key"
-	list := &contract.LookupReading{
+	list := &destinations.LookupReading{
 		Items: "/tickets", Count: "/count",
-		Match:   &contract.LookupMatch{Pointer: "/external_id", Equals: "{key}"},
-		Receipt: &contract.ReceiptSpec{ID: contract.Pointers{"/id"}, Status: "/status"},
+		Match:   &destinations.LookupMatch{Pointer: "/external_id", Equals: "{key}"},
+		Receipt: &destinations.ReceiptSpec{ID: destinations.Pointers{"/id"}, Status: "/status"},
 	}
-	noMatch := &contract.LookupReading{Items: "/tickets"}
-	byBusinessID := &contract.LookupReading{Items: "/tickets", Match: &contract.LookupMatch{Pointer: "/ref", Equals: "{business_id}"}}
+	noMatch := &destinations.LookupReading{Items: "/tickets"}
+	byBusinessID := &destinations.LookupReading{Items: "/tickets", Match: &destinations.LookupMatch{Pointer: "/ref", Equals: "{business_id}"}}
 	tests := []struct {
 		name    string
-		reading *contract.LookupReading
-		rules   []contract.Rule
+		reading *destinations.LookupReading
+		rules   []destinations.Rule
 		status  int
 		body    string
 		found   string // the id found; "" with unreadable false: not found
@@ -66,9 +67,9 @@ func TestLookupReading(t *testing.T) {
 		{name: "plain: 429", status: 429, failed: true},
 		{name: "plain: 302", status: 302, failed: true},
 		{name: "plain: 410", status: 410, failed: true},
-		{name: "410 declared not found", reading: &contract.LookupReading{NotFound: []contract.StatusRange{{Lo: 404, Hi: 404}, {Lo: 410, Hi: 410}}}, status: 410},
+		{name: "410 declared not found", reading: &destinations.LookupReading{NotFound: []destinations.StatusRange{{Lo: 404, Hi: 404}, {Lo: 410, Hi: 410}}}, status: 410},
 		{name: "a rule reads the 200 as down", status: 200, body: `{"error": {"code": "busy"}}`, failed: true,
-			rules: []contract.Rule{{Status: contract.StatusRange{Lo: 200, Hi: 200}, Body: &contract.Match{Pointer: "/error/code", Value: "busy"},
+			rules: []destinations.Rule{{Status: destinations.StatusRange{Lo: 200, Hi: 200}, Body: &destinations.Match{Pointer: "/error/code", Value: "busy"},
 				Class: contract.ClassThrottled, NothingApplied: true}}},
 	}
 	for _, tt := range tests {
@@ -120,9 +121,9 @@ func TestReceiptWhereTheRuleSays(t *testing.T) {
 		_, _ = w.Write([]byte(answer))
 	})
 	d := destination(hs.URL)
-	d.Receipt = &contract.ReceiptSpec{ID: contract.Pointers{"/data/id", "/id"}}
-	d.Rules = []contract.Rule{{Status: contract.StatusRange{Lo: 409, Hi: 409}, Body: &contract.Match{Pointer: "/error/errors/0/code", Value: "duplicate"},
-		Class: contract.ClassReplayed, Receipt: &contract.ReceiptSpec{ID: contract.Pointers{"/error/errors/0/links/conflicting_resource_id"}}}}
+	d.Receipt = &destinations.ReceiptSpec{ID: destinations.Pointers{"/data/id", "/id"}}
+	d.Rules = []destinations.Rule{{Status: destinations.StatusRange{Lo: 409, Hi: 409}, Body: &destinations.Match{Pointer: "/error/errors/0/code", Value: "duplicate"},
+		Class: contract.ClassReplayed, Receipt: &destinations.ReceiptSpec{ID: destinations.Pointers{"/error/errors/0/links/conflicting_resource_id"}}}}
 	a := newAdapter(t, d)
 	out := a.Deliver(context.Background(), request("k"))
 	require.Equal(t, contract.ClassReplayed, out.Class)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 )
 
 // Standard Webhooks headers.
@@ -32,18 +33,18 @@ const (
 // URL template filled in, the payload placed, the key where the contract
 // puts it, static headers, then the credential or signature.
 func (a *Adapter) request(ctx context.Context, req activities.Request, c contract.Contract) (*http.Request, error) {
-	u, err := contract.ExpandURL(a.d.URL, urlValues(req))
+	u, err := destinations.ExpandURL(a.d.URL, urlValues(req))
 	if err != nil {
 		return nil, fmt.Errorf("url: %w", err)
 	}
 	if c.Dedup == contract.DedupLookup && a.d.LookupURL != "" {
 		// After a lost answer the lookup alone tells whether the effect
 		// exists: a delivery it could not look up is not sent at all.
-		if _, err := contract.ExpandURL(a.d.LookupURL, urlValues(req)); err != nil {
+		if _, err := destinations.ExpandURL(a.d.LookupURL, urlValues(req)); err != nil {
 			return nil, fmt.Errorf("lookup_url: %w", err)
 		}
 	}
-	body, err := requestBody(req.Payload, a.d.Body, c.KeyField, req.Key)
+	body, err := requestBody(req.Payload, a.d.Body, destinations.Pointer(c.KeyField), req.Key)
 	if err != nil {
 		return nil, err
 	}
@@ -79,13 +80,13 @@ func (a *Adapter) request(ctx context.Context, req activities.Request, c contrac
 	return hr, nil
 }
 
-func urlValues(req activities.Request) contract.URLValues {
-	return contract.URLValues{Key: req.Key, BusinessID: req.BusinessID, Tenant: req.Tenant, Operation: req.Operation}
+func urlValues(req activities.Request) destinations.URLValues {
+	return destinations.URLValues{Key: req.Key, BusinessID: req.BusinessID, Tenant: req.Tenant, Operation: req.Operation}
 }
 
 // requestBody is the payload as it is, or placed under a pointer, with the
 // key at keyField when one is set. A payload left as is keeps its bytes.
-func requestBody(payload json.RawMessage, b *contract.Body, keyField contract.Pointer, key string) ([]byte, error) {
+func requestBody(payload json.RawMessage, b *destinations.Body, keyField destinations.Pointer, key string) ([]byte, error) {
 	if (b == nil || b.Under == "") && keyField == "" {
 		return payload, nil
 	}
@@ -117,7 +118,7 @@ func requestBody(payload json.RawMessage, b *contract.Body, keyField contract.Po
 }
 
 // place sets the value at pointer p in doc, making the objects on the way.
-func place(doc any, p contract.Pointer, v any) (any, error) {
+func place(doc any, p destinations.Pointer, v any) (any, error) {
 	toks, err := p.Tokens()
 	if err != nil {
 		return nil, err

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/abde64c9/courier/activities"
-	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 )
 
 // Webhook posts notices to one notifier.
@@ -34,7 +34,7 @@ const timeout = 10 * time.Second
 
 // New builds the webhook, reading its secret once: a missing one stops the
 // worker at start.
-func New(n contract.Notifier) (*Webhook, error) {
+func New(n destinations.Notifier) (*Webhook, error) {
 	w := &Webhook{url: n.URL, webUI: strings.TrimSuffix(n.WebUI, "/"), client: &http.Client{Timeout: timeout}}
 	if n.Auth != nil {
 		v, err := n.Auth.HeaderValue()

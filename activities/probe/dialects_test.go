@@ -12,7 +12,7 @@ import (
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/activities/httpdest"
 	"github.com/abde64c9/courier/activities/probe"
-	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/sandbox"
 )
@@ -76,11 +76,11 @@ func TestDialectExamples(t *testing.T) {
 		require.Len(t, recs, 2, "the key-ignoring destination made two effects")
 	})
 
-	example := func(file, name string) contract.Destination {
+	example := func(file, name string) destinations.Destination {
 		i := slices.IndexFunc(examples, func(ex lab.Example) bool { return ex.File == file })
 		return examples[i].Config.Destinations[name]
 	}
-	run := func(t *testing.T, name string, d contract.Destination) probe.Report {
+	run := func(t *testing.T, name string, d destinations.Destination) probe.Report {
 		ad, err := httpdest.New(name, d)
 		require.NoError(t, err)
 		r, err := probe.Run(context.Background(), name, d, ad, probe.Options{})
@@ -91,7 +91,7 @@ func TestDialectExamples(t *testing.T) {
 	t.Run("replay id read from the wrong place", func(t *testing.T) {
 		d := example("replay-error.json", "entries")
 		d.Rules = slices.Clone(d.Rules)
-		d.Rules[0].Receipt = &contract.ReceiptSpec{ID: contract.Pointers{"/error/id"}} // a new id on every answer
+		d.Rules[0].Receipt = &destinations.ReceiptSpec{ID: destinations.Pointers{"/error/id"}} // a new id on every answer
 		r := run(t, "entries", d)
 		require.Equal(t, probe.Violation, r.Verdict, r.Finding)
 		require.Contains(t, r.Finding, "names another resource")

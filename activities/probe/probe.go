@@ -28,6 +28,7 @@ import (
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/opkey"
 )
 
@@ -119,7 +120,7 @@ func DefaultPayload(businessID string) json.RawMessage {
 }
 
 // Run probes destination name through its adapter.
-func Run(ctx context.Context, name string, d contract.Destination, ad activities.Adapter, o Options) (Report, error) {
+func Run(ctx context.Context, name string, d destinations.Destination, ad activities.Adapter, o Options) (Report, error) {
 	if o.BusinessID == "" {
 		o.BusinessID = NewBusinessID(time.Now())
 	}
@@ -162,8 +163,8 @@ func Run(ctx context.Context, name string, d contract.Destination, ad activities
 type prober struct {
 	ad      activities.Adapter
 	c       contract.Contract
-	rules   []contract.Rule
-	reading *contract.LookupReading
+	rules   []destinations.Rule
+	reading *destinations.LookupReading
 	req     activities.Request
 	r       Report
 }

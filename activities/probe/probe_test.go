@@ -11,6 +11,7 @@ import (
 	"github.com/abde64c9/courier/activities/httpdest"
 	"github.com/abde64c9/courier/activities/probe"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/testsuite"
 )
@@ -25,7 +26,7 @@ func env(t *testing.T) *testsuite.Env {
 	return e
 }
 
-func run(t *testing.T, e *testsuite.Env, name string, d contract.Destination, ad activities.Adapter, o probe.Options) probe.Report {
+func run(t *testing.T, e *testsuite.Env, name string, d destinations.Destination, ad activities.Adapter, o probe.Options) probe.Report {
 	t.Helper()
 	r, err := probe.Run(context.Background(), name, d, ad, o)
 	require.NoError(t, err)
@@ -43,7 +44,7 @@ func probeDest(t *testing.T, e *testsuite.Env, name string) probe.Report {
 
 // probeChanged probes the destination name as declared but for change,
 // through an adapter opened for the changed declaration.
-func probeChanged(t *testing.T, e *testsuite.Env, name string, change func(d *contract.Destination)) probe.Report {
+func probeChanged(t *testing.T, e *testsuite.Env, name string, change func(d *destinations.Destination)) probe.Report {
 	t.Helper()
 	d := e.Config.Destinations[name]
 	change(&d)
@@ -107,7 +108,7 @@ func TestLookup(t *testing.T) {
 // finds the effect, so a lost response would be followed by a second send.
 func TestLookupNotByKey(t *testing.T) {
 	e := env(t)
-	r := probeChanged(t, e, lab.DestCRM, func(d *contract.Destination) {
+	r := probeChanged(t, e, lab.DestCRM, func(d *destinations.Destination) {
 		d.LookupURL = e.SandboxURL + "/crm/tickets?key=some-fixed-value"
 	})
 	require.Equal(t, probe.Violation, r.Verdict)
@@ -139,7 +140,7 @@ func TestRejectsProbePayload(t *testing.T) {
 // (here status 201) would make every delivery look like a duplicate.
 func TestMarkerMatchesNew(t *testing.T) {
 	e := env(t)
-	r := probeChanged(t, e, lab.DestHelpdesk, func(d *contract.Destination) { d.Contract.ReplayMarker = &contract.ReplayMarker{Status: 201} })
+	r := probeChanged(t, e, lab.DestHelpdesk, func(d *destinations.Destination) { d.Contract.ReplayMarker = &contract.ReplayMarker{Status: 201} })
 	require.Equal(t, probe.Violation, r.Verdict)
 	require.Contains(t, r.Finding, "replay_marker status 201 also matches new effects")
 }
@@ -147,7 +148,7 @@ func TestMarkerMatchesNew(t *testing.T) {
 // TestNoMarker: replays without a declared marker pass, with a warning.
 func TestNoMarker(t *testing.T) {
 	e := env(t)
-	r := probeChanged(t, e, lab.DestHelpdesk, func(d *contract.Destination) { d.Contract.ReplayMarker = nil })
+	r := probeChanged(t, e, lab.DestHelpdesk, func(d *destinations.Destination) { d.Contract.ReplayMarker = nil })
 	require.Equal(t, probe.Passed, r.Verdict, r.Finding)
 	require.Len(t, r.Warnings, 1)
 	require.Contains(t, r.Warnings[0], "set replay_marker")
@@ -155,7 +156,7 @@ func TestNoMarker(t *testing.T) {
 
 func TestUnreachable(t *testing.T) {
 	e := env(t)
-	r := probeChanged(t, e, lab.DestHelpdesk, func(d *contract.Destination) { d.URL = "http://127.0.0.1:1/helpdesk/tickets" })
+	r := probeChanged(t, e, lab.DestHelpdesk, func(d *destinations.Destination) { d.URL = "http://127.0.0.1:1/helpdesk/tickets" })
 	require.Equal(t, probe.Inconclusive, r.Verdict)
 	require.Contains(t, r.Finding, "not_sent")
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/internal/lab/faults"
 )
 
@@ -28,8 +29,8 @@ func request(key, payload string) activities.Request {
 	}
 }
 
-func withContract(d contract.Destination) contract.Destination {
-	d.Adapter = contract.AdapterSQL
+func withContract(d destinations.Destination) destinations.Destination {
+	d.Adapter = destinations.AdapterSQL
 	d.Contract = contract.Contract{
 		Dedup: contract.DedupUniqueCommit,
 		Retry: contract.Retry{MaxAttempts: 5, AttemptTimeout: contract.Duration(10 * time.Second),
@@ -38,7 +39,7 @@ func withContract(d contract.Destination) contract.Destination {
 	return d
 }
 
-func open(t *testing.T, d contract.Destination) *Adapter {
+func open(t *testing.T, d destinations.Destination) *Adapter {
 	t.Helper()
 	a, err := Open("ledger", d)
 	require.NoError(t, err)
@@ -67,7 +68,7 @@ func requireReplayed(t *testing.T, out activities.Outcome, key string) {
 	require.Equal(t, &activities.Receipt{ResourceID: "result-" + key, Status: StatusCreated, Replayed: true}, out.Receipt)
 }
 
-func testCore(t *testing.T, newDest func(t *testing.T) contract.Destination) {
+func testCore(t *testing.T, newDest func(t *testing.T) destinations.Destination) {
 	ctx := context.Background()
 
 	t.Run("normal", func(t *testing.T) {
@@ -224,7 +225,7 @@ func testCore(t *testing.T, newDest func(t *testing.T) contract.Destination) {
 	})
 }
 
-func tableOf(t *testing.T, d contract.Destination) string {
+func tableOf(t *testing.T, d destinations.Destination) string {
 	t.Helper()
 	name, err := tableName(d)
 	require.NoError(t, err)

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 )
 
 // DefaultTable is the table used when the destination names none.
@@ -61,7 +61,7 @@ func createTable(table, keyConstraint string) string {
 // and checks that the table really rejects a repeated key: a table without
 // that constraint would turn every retry into a second effect, so it is an
 // error here rather than a surprise later.
-func Open(name string, d contract.Destination) (*Adapter, error) {
+func Open(name string, d destinations.Destination) (*Adapter, error) {
 	table, err := tableName(d)
 	if err != nil {
 		return nil, fmt.Errorf("sqldest %q: %w", name, err)
@@ -119,7 +119,7 @@ func (a *Adapter) verifyUniqueKey(ctx context.Context) error {
 	return fmt.Errorf("table %s has no UNIQUE constraint on column key: a retried delivery would store a second effect", a.table)
 }
 
-func tableName(d contract.Destination) (string, error) {
+func tableName(d destinations.Destination) (string, error) {
 	t := d.Table
 	if t == "" {
 		t = DefaultTable
@@ -130,9 +130,9 @@ func tableName(d contract.Destination) (string, error) {
 	return t, nil
 }
 
-func openDB(d contract.Destination) (*sql.DB, error) {
-	if d.Adapter != "" && d.Adapter != contract.AdapterSQL {
-		return nil, fmt.Errorf("adapter %q: sqldest serves adapter %q", d.Adapter, contract.AdapterSQL)
+func openDB(d destinations.Destination) (*sql.DB, error) {
+	if d.Adapter != "" && d.Adapter != destinations.AdapterSQL {
+		return nil, fmt.Errorf("adapter %q: sqldest serves adapter %q", d.Adapter, destinations.AdapterSQL)
 	}
 	if d.DSN == "" {
 		return nil, errors.New("dsn: required")

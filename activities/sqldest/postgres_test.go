@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 )
 
 // postgresDSN names the database the PostgreSQL tests use; .ci/postgres.sh
@@ -20,9 +20,9 @@ func TestPostgres(t *testing.T) {
 	if dsn == "" {
 		t.Skipf("set %s to run against PostgreSQL; .ci/postgres.sh starts one and prints the export line", postgresDSN)
 	}
-	testCore(t, func(t *testing.T) contract.Destination {
+	testCore(t, func(t *testing.T) destinations.Destination {
 		// A table of its own per case, so runs never see each other's rows.
-		d := withContract(contract.Destination{Driver: "pgx", DSN: dsn,
+		d := withContract(destinations.Destination{Driver: "pgx", DSN: dsn,
 			Table: "courier_test_" + strings.ToLower(rand.Text()[:12])})
 		t.Cleanup(func() {
 			db, err := openDB(d)

@@ -10,12 +10,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/internal/lab/faults"
 )
 
-func sqliteDest(t *testing.T) contract.Destination {
-	return withContract(contract.Destination{Driver: "sqlite", DSN: filepath.Join(t.TempDir(), "effects.db")})
+func sqliteDest(t *testing.T) destinations.Destination {
+	return withContract(destinations.Destination{Driver: "sqlite", DSN: filepath.Join(t.TempDir(), "effects.db")})
 }
 
 func TestSQLite(t *testing.T) {
@@ -33,14 +33,14 @@ func TestSQLiteFileURI(t *testing.T) {
 }
 
 func TestOpenRejects(t *testing.T) {
-	for name, edit := range map[string]func(*contract.Destination){
-		"table with a quote":    func(d *contract.Destination) { d.Table = `effects"; DROP TABLE x; --` },
-		"table with a space":    func(d *contract.Destination) { d.Table = "my effects" },
-		"table with a schema":   func(d *contract.Destination) { d.Table = "public.effects" },
-		"table starting with 1": func(d *contract.Destination) { d.Table = "1effects" },
-		"unknown driver":        func(d *contract.Destination) { d.Driver = "mysql" },
-		"no dsn":                func(d *contract.Destination) { d.DSN = "" },
-		"http adapter":          func(d *contract.Destination) { d.Adapter = contract.AdapterHTTP },
+	for name, edit := range map[string]func(*destinations.Destination){
+		"table with a quote":    func(d *destinations.Destination) { d.Table = `effects"; DROP TABLE x; --` },
+		"table with a space":    func(d *destinations.Destination) { d.Table = "my effects" },
+		"table with a schema":   func(d *destinations.Destination) { d.Table = "public.effects" },
+		"table starting with 1": func(d *destinations.Destination) { d.Table = "1effects" },
+		"unknown driver":        func(d *destinations.Destination) { d.Driver = "mysql" },
+		"no dsn":                func(d *destinations.Destination) { d.DSN = "" },
+		"http adapter":          func(d *destinations.Destination) { d.Adapter = destinations.AdapterHTTP },
 	} {
 		t.Run(name, func(t *testing.T) {
 			d := sqliteDest(t)
@@ -74,7 +74,7 @@ const crashDSN = "SQLDEST_TEST_CRASH_DSN"
 func TestCommitThenProcessCrash(t *testing.T) {
 	req := request("lost-response", `{"amount":10}`)
 	if dsn := os.Getenv(crashDSN); dsn != "" {
-		a, err := Open("ledger", withContract(contract.Destination{Driver: "sqlite", DSN: dsn}))
+		a, err := Open("ledger", withContract(destinations.Destination{Driver: "sqlite", DSN: dsn}))
 		if err != nil {
 			t.Fatal(err)
 		}

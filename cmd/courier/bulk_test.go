@@ -22,7 +22,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 
-	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/internal/cli"
 	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/opkey"
@@ -163,7 +163,7 @@ func TestReviewAll(t *testing.T) {
 		Courier: courier, Workers: 1, WorkerArgs: []string{"--log-level", "error"},
 		// Attempts long enough that a loaded machine still reaches the
 		// service: each first attempt is the staged hang-up, nothing else.
-		Destinations: func(url, dir string) (contract.Config, error) {
+		Destinations: func(url, dir string) (destinations.Config, error) {
 			cfg := lab.Destinations(url, filepath.Join(dir, lab.LedgerDB), lab.OutageBudget)
 			cfg.Reviewers = []string{"ops", "bob"}
 			return cfg, nil

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/internal/cli"
 	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/starter"
@@ -50,11 +50,11 @@ func lineCol(b []byte, offset int64) (line, col int) {
 
 // checkDestination loads the destinations file, when one is given, and
 // checks name is in it, before anything is sent.
-func checkDestination(file, name string) (contract.Config, error) {
+func checkDestination(file, name string) (destinations.Config, error) {
 	if file == "" {
-		return contract.Config{}, nil
+		return destinations.Config{}, nil
 	}
-	cfg, err := contract.Load(file)
+	cfg, err := destinations.Load(file)
 	if err != nil {
 		return cfg, cli.UsageError("%w", err)
 	}

@@ -23,7 +23,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/abde64c9/courier/activities/probe"
-	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/devserver"
 	"github.com/abde64c9/courier/internal/cli"
 	"github.com/abde64c9/courier/internal/lab"
@@ -170,7 +170,7 @@ func setup(t *testing.T) *cliRun {
 	b, err := json.MarshalIndent(env.Config, "", "  ")
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(destsFile, b, 0o600))
-	_, err = contract.Load(destsFile)
+	_, err = destinations.Load(destsFile)
 	require.NoError(t, err, "the test's destinations file must be one the worker would accept")
 
 	return &cliRun{t: t, bin: bin, addr: srv.FrontendHostPort(), env: env, destsFile: destsFile, temporal: srv.Client()}

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/abde64c9/courier/activities/probe"
-	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/internal/cli"
 	"github.com/abde64c9/courier/worker"
 )
@@ -62,7 +62,7 @@ func runProbe(ctx context.Context, name, file, payload string, asJSON bool) (err
 	d := cfg.Destinations[name]
 	// Only this destination's adapter: another's missing secret is not
 	// this probe's business.
-	ads, err := worker.OpenAdapters(contract.Config{Destinations: map[string]contract.Destination{name: d}})
+	ads, err := worker.OpenAdapters(destinations.Config{Destinations: map[string]destinations.Destination{name: d}})
 	if err != nil {
 		return err
 	}

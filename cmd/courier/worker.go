@@ -5,14 +5,14 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/internal/cli"
 	"github.com/abde64c9/courier/worker"
 )
 
 func workerCommand() *cobra.Command {
 	var o worker.ProcessOptions
-	var destinations string
+	var destinationsFile string
 	c := &cobra.Command{
 		Use:   "worker --destinations FILE [--metrics ADDR] [--log-level LEVEL] [--log-format text|json]",
 		Short: "run a worker: deliveries and their activities",
@@ -24,7 +24,7 @@ TEMPORAL_PROFILE. Stops gracefully on SIGINT or SIGTERM.`,
 		Args:        cli.NoArgs,
 		Annotations: cli.Exits(cli.BasicExits...),
 	}
-	c.Flags().StringVar(&destinations, "destinations", "", "destinations `file` (JSON), e.g. config/destinations.dev.json")
+	c.Flags().StringVar(&destinationsFile, "destinations", "", "destinations `file` (JSON), e.g. config/destinations.dev.json")
 	c.Flags().StringVar(&o.MetricsAddr, "metrics", "", "serve Prometheus metrics on `ADDR` (/metrics, and /healthz), e.g. :9090; empty: off")
 	cli.Required(c, "destinations")
 	_ = c.MarkFlagFilename("destinations", "json")
@@ -33,7 +33,7 @@ TEMPORAL_PROFILE. Stops gracefully on SIGINT or SIGTERM.`,
 		if o.Logger, err = logs.Logger(); err != nil {
 			return err
 		}
-		if o.Config, err = contract.Load(destinations); err != nil {
+		if o.Config, err = destinations.Load(destinationsFile); err != nil {
 			return fmt.Errorf("%w\nfix the destinations file; see the configuration reference in the README", err)
 		}
 		return worker.Serve(c.Context(), o)

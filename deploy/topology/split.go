@@ -15,6 +15,7 @@ import (
 
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/deploy"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/starter"
@@ -47,7 +48,7 @@ type splitRun struct {
 	nodes    [2]deploy.Node
 	starters [2]*starter.Client
 	effects  *lab.Effects
-	cfg      contract.Config
+	cfg      destinations.Config
 
 	mu         sync.Mutex
 	deliveries []*splitDelivery

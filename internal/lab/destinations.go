@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 )
 
 // The lab's destinations: one per way a destination deduplicates, and the
@@ -55,19 +56,19 @@ var seedAttempts = map[string]int{DestHelpdesk: 3, DestHelpdeskOnce: 1, DestIgno
 
 // Destinations is the lab's destinations file for a sandbox at sandboxURL
 // and a ledger database at ledgerPath.
-func Destinations(sandboxURL, ledgerPath string, b Budget) contract.Config {
+func Destinations(sandboxURL, ledgerPath string, b Budget) destinations.Config {
 	marker := &contract.ReplayMarker{Header: "Idempotent-Replayed", Value: "true"}
-	httpDest := func(service string, c contract.Contract) contract.Destination {
-		return contract.Destination{Adapter: contract.AdapterHTTP, URL: sandboxURL + "/" + service + "/tickets", Contract: c}
+	httpDest := func(service string, c contract.Contract) destinations.Destination {
+		return destinations.Destination{Adapter: destinations.AdapterHTTP, URL: sandboxURL + "/" + service + "/tickets", Contract: c}
 	}
 	keyed := contract.Contract{Dedup: contract.DedupKey, KeyHeader: "Idempotency-Key", ReplayMarker: marker}
-	cfg := contract.Config{Destinations: map[string]contract.Destination{
+	cfg := destinations.Config{Destinations: map[string]destinations.Destination{
 		DestHelpdesk:     httpDest("helpdesk", keyed),
 		DestHelpdeskOnce: httpDest("helpdesk", keyed),
 		DestIgnoring:     httpDest("ignoring", keyed),
 		DestLegacy:       httpDest("legacy", contract.Contract{Dedup: contract.DedupNone}),
 		DestCRM:          httpDest("crm", contract.Contract{Dedup: contract.DedupLookup, KeyHeader: "Idempotency-Key"}),
-		DestLedger: {Adapter: contract.AdapterSQL, Driver: "sqlite", DSN: ledgerPath, Table: "ledger_entries",
+		DestLedger: {Adapter: destinations.AdapterSQL, Driver: "sqlite", DSN: ledgerPath, Table: "ledger_entries",
 			Contract: contract.Contract{Dedup: contract.DedupUniqueCommit}},
 	}}
 	crm := cfg.Destinations[DestCRM]
@@ -91,7 +92,7 @@ func Destinations(sandboxURL, ledgerPath string, b Budget) contract.Config {
 
 // WriteDestinations writes cfg as a workers' destinations file and reads it
 // back the way a worker will, so a lab never runs on a file workers refuse.
-func WriteDestinations(path string, cfg contract.Config) error {
+func WriteDestinations(path string, cfg destinations.Config) error {
 	b, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
 		return err
@@ -99,7 +100,7 @@ func WriteDestinations(path string, cfg contract.Config) error {
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		return err
 	}
-	if _, err := contract.Load(path); err != nil {
+	if _, err := destinations.Load(path); err != nil {
 		return fmt.Errorf("lab destinations: %w", err)
 	}
 	return nil
@@ -107,8 +108,8 @@ func WriteDestinations(path string, cfg contract.Config) error {
 
 // SandboxService is the sandbox service an HTTP destination's URL points
 // at (".../{service}/tickets"); empty for any other destination.
-func SandboxService(d contract.Destination) string {
-	if d.Adapter != contract.AdapterHTTP {
+func SandboxService(d destinations.Destination) string {
+	if d.Adapter != destinations.AdapterHTTP {
 		return ""
 	}
 	u, err := url.Parse(d.URL)

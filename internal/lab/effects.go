@@ -8,7 +8,7 @@ import (
 	"sort"
 
 	"github.com/abde64c9/courier/activities/sqldest"
-	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/starter"
@@ -35,19 +35,19 @@ type Effects struct {
 
 // OpenEffects reads the destinations of cfg: its HTTP ones at sb, its SQL
 // ones through a connection of their own, like any other client.
-func OpenEffects(sb *sandbox.Server, cfg contract.Config) (*Effects, error) {
+func OpenEffects(sb *sandbox.Server, cfg destinations.Config) (*Effects, error) {
 	e := &Effects{sandbox: sb, services: map[string][]string{}, serviceOf: map[string]string{}, sql: map[string]*sqldest.Adapter{}}
 	for _, name := range cfg.Names() {
 		d := cfg.Destinations[name]
 		switch d.Adapter {
-		case contract.AdapterSQL:
+		case destinations.AdapterSQL:
 			ad, err := sqldest.Open(name, d)
 			if err != nil {
 				e.Close()
 				return nil, err
 			}
 			e.sql[name] = ad
-		case contract.AdapterHTTP:
+		case destinations.AdapterHTTP:
 			if svc := SandboxService(d); svc != "" {
 				e.services[svc] = append(e.services[svc], name)
 				e.serviceOf[name] = svc

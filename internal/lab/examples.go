@@ -7,13 +7,13 @@ import (
 	"strings"
 
 	"github.com/abde64c9/courier/config"
-	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 )
 
 // Example is one destinations file of config/examples.
 type Example struct {
 	File   string
-	Config contract.Config
+	Config destinations.Config
 }
 
 // Examples loads every destinations file in dir (config/examples) the way a
@@ -30,7 +30,7 @@ func Examples(dir, sandboxURL string) ([]Example, error) {
 	dev := "http://" + config.DevSandboxAddr
 	var out []Example
 	for _, f := range files {
-		cfg, err := contract.Load(f)
+		cfg, err := destinations.Load(f)
 		if err != nil {
 			return nil, err
 		}

@@ -18,7 +18,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/starter"
 )
@@ -47,7 +47,7 @@ type Options struct {
 	SandboxModes map[string]sandbox.Mode
 	// Destinations makes the workers' destinations file for the sandbox's
 	// URL and Dir; nil: the lab's table (Destinations) under CaseBudget.
-	Destinations func(sandboxURL, dir string) (contract.Config, error)
+	Destinations func(sandboxURL, dir string) (destinations.Config, error)
 	// Courier is the courier binary the workers run; Workers how many start
 	// with the stack, each with WorkerArgs.
 	Courier    string
@@ -65,7 +65,7 @@ type Stack struct {
 	Temporal *Temporal
 	Sandbox  *Sandbox
 	// Config is the destinations file at ConfigPath the workers serve.
-	Config     contract.Config
+	Config     destinations.Config
 	ConfigPath string
 	Effects    *Effects
 	Starter    *starter.Client
@@ -92,7 +92,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		return s, err
 	}
 	if o.Destinations == nil {
-		o.Destinations = func(url, dir string) (contract.Config, error) {
+		o.Destinations = func(url, dir string) (destinations.Config, error) {
 			return Destinations(url, filepath.Join(dir, LedgerDB), CaseBudget), nil
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/testsuite"
 	"github.com/abde64c9/courier/worker"
@@ -26,7 +27,7 @@ const gateCoolDown = 2 * time.Second
 
 // gateConfig is the recording worker's destinations file: each scenario's
 // destination and its breaker.
-var gateConfig = contract.Config{Destinations: map[string]contract.Destination{
+var gateConfig = destinations.Config{Destinations: map[string]destinations.Destination{
 	"rec-breaker": {Contract: contract.Contract{Breaker: &contract.Breaker{
 		Failures: 3, Window: contract.Duration(time.Minute), CoolDown: contract.Duration(gateCoolDown)}}},
 	"rec-paused-breaker": {Contract: contract.Contract{Breaker: &contract.Breaker{

@@ -1,4 +1,4 @@
-package contract
+package destinations
 
 import (
 	"encoding/json"
@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/abde64c9/courier/contract"
 )
 
 // dialectFile is a one-destination file with extra fields for the http
@@ -45,7 +47,7 @@ func TestDialectDefaultsAreTodays(t *testing.T) {
 	// A contract recorded before these fields existed decodes to the same
 	// contract, and one without them encodes as before.
 	old := `{"dedup":"key","key_header":"Idempotency-Key","replay_marker":{"header":"Idempotent-Replayed","value":"true"},"retry":{"max_attempts":3,"attempt_timeout":"5s","deadline":"1m0s"}}`
-	var c Contract
+	var c contract.Contract
 	require.NoError(t, json.Unmarshal([]byte(old), &c))
 	b, err := json.Marshal(c)
 	require.NoError(t, err)
@@ -68,7 +70,7 @@ func TestDialectGood(t *testing.T) {
 	require.NoError(t, err)
 	d := cfg.Destinations["partner"]
 	require.Equal(t, StatusRange{500, 599}, d.Rules[1].Status)
-	require.Equal(t, Pointer("/idempotency_key"), d.Contract.KeyField)
+	require.Equal(t, "/idempotency_key", d.Contract.KeyField)
 }
 
 // TestLookupReadingGood: a list lookup's reading and a replay's own

@@ -1,4 +1,7 @@
-package contract
+// Package destinations is the destinations file: its schema, its dialect
+// and its validation. The contract each destination declares, and what an
+// attempt's result means under it, is package contract's.
+package destinations
 
 import (
 	"bytes"
@@ -9,6 +12,8 @@ import (
 	"os"
 	"sort"
 	"strings"
+
+	"github.com/abde64c9/courier/contract"
 )
 
 // Adapter kinds a destination can use.
@@ -25,7 +30,7 @@ type Destination struct {
 	// http
 	URL       string `json:"url,omitempty"`
 	LookupURL string `json:"lookup_url,omitempty"`
-	// Lookup says how to read lookup_url's answer (dialect.go).
+	// Lookup says how to read lookup_url's answer (lookup.go).
 	Lookup *LookupReading `json:"lookup,omitempty"`
 	Auth   *Auth          `json:"auth,omitempty"`
 	// The destination's dialect (see dialect.go); left out: Courier's own.
@@ -49,7 +54,7 @@ type Destination struct {
 	// instead of the file's notifier.
 	Notifier *Notifier `json:"notifier,omitempty"`
 
-	Contract Contract `json:"contract"`
+	Contract contract.Contract `json:"contract"`
 }
 
 // Auth names where a destination's credential lives on the worker; the
@@ -85,8 +90,8 @@ func (c Config) Names() []string {
 }
 
 // Contracts returns each destination's contract by name.
-func (c Config) Contracts() map[string]Contract {
-	m := make(map[string]Contract, len(c.Destinations))
+func (c Config) Contracts() map[string]contract.Contract {
+	m := make(map[string]contract.Contract, len(c.Destinations))
 	for n, d := range c.Destinations {
 		m[n] = d.Contract
 	}
@@ -146,10 +151,10 @@ func (d Destination) validate() error {
 		if d.URL == "" {
 			errs = append(errs, errors.New("url: required for adapter http"))
 		}
-		if d.Contract.Dedup == DedupLookup && d.LookupURL == "" {
+		if d.Contract.Dedup == contract.DedupLookup && d.LookupURL == "" {
 			errs = append(errs, errors.New("lookup_url: required for dedup lookup"))
 		}
-		if d.Contract.Dedup == DedupUniqueCommit {
+		if d.Contract.Dedup == contract.DedupUniqueCommit {
 			errs = append(errs, errors.New("contract.dedup: unique-commit needs adapter sql"))
 		}
 	case AdapterSQL:
@@ -159,7 +164,7 @@ func (d Destination) validate() error {
 		if d.DSN == "" {
 			errs = append(errs, errors.New("dsn: required for adapter sql"))
 		}
-		if d.Contract.Dedup != DedupUniqueCommit {
+		if d.Contract.Dedup != contract.DedupUniqueCommit {
 			errs = append(errs, fmt.Errorf("contract.dedup: adapter sql always deduplicates by a UNIQUE key; declare unique-commit, not %q", d.Contract.Dedup))
 		}
 	case "":
@@ -176,7 +181,7 @@ func (d Destination) validate() error {
 	if d.RateLimit < 0 {
 		errs = append(errs, errors.New("rate_limit: must not be negative"))
 	}
-	if err := d.Contract.Validate(); err != nil {
+	if err := errors.Join(d.Contract.Validate(), validateKeyPlacement(d.Contract)); err != nil {
 		errs = append(errs, prefixed("contract.", err))
 	}
 	return errors.Join(errs...)
@@ -234,39 +239,4 @@ func prefixed(prefix string, err error) error {
 		errs = append(errs, errors.New(prefix+line))
 	}
 	return errors.Join(errs...)
-}
-
-// lineAt finds the line of a decode error: syntax and type errors carry an
-// offset; for others the decoder's position is close enough.
-func lineAt(b []byte, offset int64, err error) int {
-	var syn *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &syn):
-		offset = syn.Offset
-	case errors.As(err, &typ):
-		offset = typ.Offset
-	default:
-		// An unknown field is reported after its object is read: point at
-		// the field's name instead, its last occurrence before that point.
-		if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			if i := bytes.LastIndex(b[:min(offset, int64(len(b)))], []byte(name)); i >= 0 {
-				offset = int64(i)
-			}
-		}
-	}
-	offset = min(offset, int64(len(b)))
-	return bytes.Count(b[:offset], []byte("\n")) + 1
-}
-
-func lineOfKey(b []byte, name string) int {
-	quoted, _ := json.Marshal(name)
-	i := bytes.Index(b, append(quoted, ':'))
-	if i < 0 {
-		i = bytes.Index(b, quoted)
-	}
-	if i < 0 {
-		return 0
-	}
-	return bytes.Count(b[:i], []byte("\n")) + 1
 }
