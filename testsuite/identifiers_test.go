@@ -63,12 +63,12 @@ func (s *IdentifiersSuite) rejects(in workflows.DeliveryInput, want string) {
 }
 
 func (s *IdentifiersSuite) TestBusinessIDWithRightToLeftOverride() {
-	s.rejects(Input(lab.DestHelpdesk, "invoice-\u202efdp.exe", lab.Ticket("invoice", "Reversed")),
+	s.rejects(lab.Input(lab.DestHelpdesk, "invoice-\u202efdp.exe", lab.Ticket("invoice", "Reversed")),
 		"business_id: bidirectional formatting character U+202E at offset 8: identifiers are plain text; remove it")
 }
 
 func (s *IdentifiersSuite) TestTenantWithLineBreak() {
-	in := Input(lab.DestHelpdesk, "order-7", lab.Ticket("order-7", "Forged line"))
+	in := lab.Input(lab.DestHelpdesk, "order-7", lab.Ticket("order-7", "Forged line"))
 	in.Tenant = "acme\r\nlevel=ERROR"
 	s.rejects(in, "tenant: control character U+000D at offset 4: identifiers are plain text; remove it")
 }
@@ -76,7 +76,7 @@ func (s *IdentifiersSuite) TestTenantWithLineBreak() {
 // TestDestinationIsAnIdentifier: checked before the workers are asked for
 // the destination.
 func (s *IdentifiersSuite) TestDestinationIsAnIdentifier() {
-	s.rejects(Input(lab.DestHelpdesk+"\u2066", "order-8", lab.Ticket("order-8", "Isolate")),
+	s.rejects(lab.Input(lab.DestHelpdesk+"\u2066", "order-8", lab.Ticket("order-8", "Isolate")),
 		"destination: bidirectional formatting character U+2066 at offset 8: identifiers are plain text; remove it")
 }
 
@@ -86,7 +86,7 @@ func (s *IdentifiersSuite) TestDestinationIsAnIdentifier() {
 func (s *IdentifiersSuite) TestStartedBeforeTheRuleDelivers() {
 	s.env.OnGetVersion(versionPlainIdentifiers, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion).Once()
 	id := "invoice-\u202efdp.exe"
-	res := s.start(Input(lab.DestHelpdesk, id, lab.Ticket(id, "Reversed")))
+	res := s.start(lab.Input(lab.DestHelpdesk, id, lab.Ticket(id, "Reversed")))
 	s.Equal(workflows.StatusCreated, res.Status)
 	n, err := s.dest.Effects(lab.DestHelpdesk, id)
 	s.Require().NoError(err)
@@ -97,7 +97,7 @@ func (s *IdentifiersSuite) TestStartedBeforeTheRuleDelivers() {
 // history of a delivery whose identifiers are plain.
 func (s *IdentifiersSuite) TestPlainIdentifiersAskNoVersion() {
 	s.env.OnGetVersion(versionPlainIdentifiers, workflow.DefaultVersion, 1).Never()
-	res := s.start(Input(lab.DestHelpdesk, "Zürich-商店 7", lab.Ticket("zurich", "Plain")))
+	res := s.start(lab.Input(lab.DestHelpdesk, "Zürich-商店 7", lab.Ticket("zurich", "Plain")))
 	s.Equal(workflows.StatusCreated, res.Status)
 }
 

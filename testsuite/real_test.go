@@ -125,7 +125,7 @@ func TestRealReviewByUpdate(t *testing.T) {
 
 	rd := &Real{Starter: starter.New(rl.Temporal.Client()), Temporal: rl.Temporal.Client(), rl: rl}
 	id := "review-update-" + rl.RunID
-	in := Input(lab.DestLegacy, id, lab.Ticket(id, "Move the workshop booking"))
+	in := lab.Input(lab.DestLegacy, id, lab.Ticket(id, "Move the workshop booking"))
 	require.NoError(t, env.Inject(lab.DestLegacy, closeAfterCommit(1)))
 	var refusal error
 	o, err := rd.Deliver(ctx, in, func(s workflows.DeliveryStatus) *workflows.ReviewDecision {
@@ -178,7 +178,7 @@ func TestRealServerRestart(t *testing.T) {
 	defer stop()
 
 	id := "restart-" + uuid.NewString()[:8]
-	in := Input(lab.DestHelpdesk, id, lab.Ticket(id, "Move the workshop booking"))
+	in := lab.Input(lab.DestHelpdesk, id, lab.Ticket(id, "Move the workshop booking"))
 	require.NoError(t, env.Inject(lab.DestHelpdesk, closeAfterCommit(1)))
 	st := starter.New(tmp.Client())
 	h, err := st.Start(ctx, in)

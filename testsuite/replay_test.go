@@ -247,7 +247,7 @@ func TestReplayAcceptsVersionedChange(t *testing.T) {
 	env.RegisterWorkflowWithOptions(sleepFirstVersioned(workflows.NewDeliveries(dest.Config).Delivery),
 		workflow.RegisterOptions{Name: workflows.WorkflowType})
 	env.RegisterActivity(dest.Activities)
-	in := Input(lab.DestLedger, "versioned", lab.Ticket("versioned", "ledger row"))
+	in := lab.Input(lab.DestLedger, "versioned", lab.Ticket("versioned", "ledger row"))
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.WorkflowID(opkey.Key(in.Operation))})
 	began := env.Now()
 	env.ExecuteWorkflow(workflows.WorkflowType, in)

@@ -93,7 +93,7 @@ func (s *ReviewSuite) SetupTest() {
 
 func (s *ReviewSuite) start(cfg contract.Config) workflows.DeliveryResult {
 	worker.Register(s.env, cfg, s.dest.Activities)
-	in := Input(lab.DestLegacy, s.id, lab.Ticket(s.id, "Move the workshop booking"))
+	in := lab.Input(lab.DestLegacy, s.id, lab.Ticket(s.id, "Move the workshop booking"))
 	s.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.WorkflowID(opkey.Key(in.Operation))})
 	return s.execute(in)
 }
@@ -387,7 +387,7 @@ func TestHandMadeWorkflowID(t *testing.T) {
 	env := ts.NewTestWorkflowEnvironment()
 	worker.Register(env, dest.Config, dest.Activities)
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "delivery-made-by-hand"})
-	in := Input(lab.DestHelpdesk, "hand-made", lab.Ticket("hand-made", "Move the workshop booking"))
+	in := lab.Input(lab.DestHelpdesk, "hand-made", lab.Ticket("hand-made", "Move the workshop booking"))
 	env.ExecuteWorkflow(workflows.WorkflowType, in)
 	res, ok := workflows.NotDeliveredResult(env.GetWorkflowError())
 	require.True(t, ok, "a rejected delivery fails with its result: %v", env.GetWorkflowError())

@@ -35,7 +35,7 @@ func TestTerms(t *testing.T) { suite.Run(t, new(TermsSuite)) }
 
 func (s *TermsSuite) SetupTest() {
 	s.envSuite.SetupTest()
-	s.in = Input(lab.DestHelpdesk, "terms-"+s.T().Name(), lab.Ticket("terms", "Move the workshop booking"))
+	s.in = lab.Input(lab.DestHelpdesk, "terms-"+s.T().Name(), lab.Ticket("terms", "Move the workshop booking"))
 	s.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.WorkflowID(opkey.Key(s.in.Operation))})
 	worker.Register(s.env, s.dest.Config, s.dest.Activities)
 }
@@ -181,7 +181,7 @@ func (s *TermsSuite) TestOverLongDecisionIsRefusedAndCut() {
 // found nor not found: the delivery parks at once with the answer as
 // evidence, and asks no more.
 func (s *TermsSuite) TestUnreadableLookupParks() {
-	s.in = Input(lab.DestCRM, "terms-unreadable", lab.Ticket("terms-unreadable", "Call back the customer"))
+	s.in = lab.Input(lab.DestCRM, "terms-unreadable", lab.Ticket("terms-unreadable", "Call back the customer"))
 	s.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.WorkflowID(opkey.Key(s.in.Operation))})
 	c := s.dest.Config.Destinations[lab.DestCRM].Contract
 	s.answer(activities.Outcome{

@@ -40,7 +40,7 @@ type trustScenario struct {
 
 var trustScenarios = []trustScenario{
 	{"caller-set attributes claim another destination and business id", func(ctx context.Context, t *trustDriver) (string, error) {
-		in := testsuite.Input(lab.DestHelpdesk, "trust-claimed", lab.Ticket("trust-claimed", "claimed attributes"))
+		in := lab.Input(lab.DestHelpdesk, "trust-claimed", lab.Ticket("trust-claimed", "claimed attributes"))
 		key := opkey.Key(in.Operation)
 		claimed := in.Operation
 		claimed.Destination, claimed.BusinessID = lab.DestLedger, "someone-else"
@@ -59,7 +59,7 @@ var trustScenarios = []trustScenario{
 		return run.GetID(), want(res.Status, workflows.StatusCreated)
 	}},
 	{"parked for review, then cancelled", func(ctx context.Context, t *trustDriver) (string, error) {
-		in := testsuite.Input(lab.DestLegacy, "trust-parked", lab.Ticket("trust-parked", "parked, then cancelled"))
+		in := lab.Input(lab.DestLegacy, "trust-parked", lab.Ticket("trust-parked", "parked, then cancelled"))
 		if err := t.env.Inject(lab.DestLegacy, sandbox.Fault{Kind: sandbox.FaultCloseAfterCommit}); err != nil {
 			return "", err
 		}
@@ -77,7 +77,7 @@ var trustScenarios = []trustScenario{
 		return h.WorkflowID, t.cancel(ctx, h.Key)
 	}},
 	{"cancelled while its attempt is in flight", func(ctx context.Context, t *trustDriver) (string, error) {
-		in := testsuite.Input(lab.DestHelpdesk, "trust-in-flight", lab.Ticket("trust-in-flight", "cancelled in flight"))
+		in := lab.Input(lab.DestHelpdesk, "trust-in-flight", lab.Ticket("trust-in-flight", "cancelled in flight"))
 		if err := t.env.Inject(lab.DestHelpdesk, sandbox.Fault{Kind: sandbox.FaultDelayAfterCommit, Delay: trustDelay}); err != nil {
 			return "", err
 		}
