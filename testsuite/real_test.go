@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/devserver"
@@ -36,6 +37,9 @@ func TestMain(m *testing.M) {
 
 // testLogger keeps the SDK's logs off stdout and down to warnings.
 var testLogger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+
+// replayLogger is testLogger for the SDK's replayer.
+var replayLogger = sdklog.NewStructuredLogger(testLogger)
 
 // One dev server and one courier binary per test binary run, shared by the
 // real tests.

@@ -15,6 +15,7 @@ import (
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/internal/lab"
+	"github.com/abde64c9/courier/internal/wftest"
 	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/worker"
 	"github.com/abde64c9/courier/workflows"
@@ -44,19 +45,7 @@ func (s *envSuite) TearDownTest() {
 
 // execute runs the delivery of in to its end and returns its result.
 func (s *envSuite) execute(in workflows.DeliveryInput) workflows.DeliveryResult {
-	s.env.ExecuteWorkflow(workflows.WorkflowType, in)
-	s.Require().True(s.env.IsWorkflowCompleted())
-	var res workflows.DeliveryResult
-	err := s.env.GetWorkflowError()
-	if err == nil {
-		s.Require().NoError(s.env.GetWorkflowResult(&res))
-		s.Require().True(res.Status.Delivered(), "%s ended as completed", res.Status)
-		return res
-	}
-	res, ok := workflows.NotDeliveredResult(err)
-	s.Require().True(ok, "not a NotDelivered failure: %v", err)
-	s.Require().False(res.Status.Delivered(), "%s ended as failed", res.Status)
-	return res
+	return wftest.Execute(s.T(), s.env, in)
 }
 
 // metadata is what the web UI reads of the delivery: its current details
@@ -70,7 +59,7 @@ func (s *envSuite) metadata() *sdkpb.WorkflowMetadata {
 }
 
 func (s *envSuite) status() workflows.DeliveryStatus {
-	st, err := QueryStatus(s.env)
+	st, err := wftest.QueryStatus(s.env)
 	s.Require().NoError(err)
 	return st
 }
@@ -343,12 +332,6 @@ func (s *ReviewSuite) TestBatchJobDecidesOnce() {
 	}
 	s.Equal(2, repeated)
 	s.Contains(res.Events[len(res.Events)-2].Detail, "(batch job review-job-2)")
-}
-
-func TestReviewDecisionValidate(t *testing.T) {
-	require.NoError(t, workflows.ReviewDecision{Decision: "retry", Reviewer: "a"}.Validate())
-	require.EqualError(t, workflows.ReviewDecision{}.Validate(),
-		"decision: missing; use retry, delivered or abandon\nreviewer: required, who is deciding")
 }
 
 // TestReviewerAllowList: with reviewers configured, a decision from anyone

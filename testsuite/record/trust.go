@@ -13,6 +13,7 @@ import (
 
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/internal/lab"
+	"github.com/abde64c9/courier/internal/wftest"
 	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/starter"
@@ -107,7 +108,7 @@ var trustScenarios = []trustScenario{
 
 // recordTrust runs every -trust scenario against a `courier worker`
 // process over the lab's destinations and returns their histories.
-func recordTrust(ctx context.Context, tmp *lab.Temporal, courier, dir string, logger *slog.Logger) (map[string][]byte, []testsuite.RecordedCase, error) {
+func recordTrust(ctx context.Context, tmp *lab.Temporal, courier, dir string, logger *slog.Logger) (map[string][]byte, []wftest.RecordedCase, error) {
 	env, err := testsuite.NewEnv(dir)
 	if err != nil {
 		return nil, nil, err
@@ -131,7 +132,7 @@ func recordTrust(ctx context.Context, tmp *lab.Temporal, courier, dir string, lo
 	c := tmp.Client()
 	t := &trustDriver{c: c, s: starter.New(c), env: env}
 	files := map[string][]byte{}
-	var index []testsuite.RecordedCase
+	var index []wftest.RecordedCase
 	for _, sc := range trustScenarios {
 		sctx, cancel := context.WithTimeout(ctx, time.Minute)
 		id, err := sc.run(sctx, t)
