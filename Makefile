@@ -43,7 +43,7 @@ faultlab:
 soak: $(TEMPORAL)
 	go run ./cmd/courier-lab soak
 
-## histories: record a set of replay histories, SET=name (a new set after a workflow change; never an older one); GATE=1 for the destination gate's scenarios; TRUST=1 for the Delivery scenarios off the happy path
+## histories: record a set of replay histories into workflows/testdata/histories, SET=name (a new set after a workflow change; never an older one); GATE=1 for the destination gate's scenarios; TRUST=1 for the Delivery scenarios off the happy path
 histories: $(TEMPORAL)
 	go run ./testsuite/record -set $(SET) $(if $(GATE),-gate) $(if $(TRUST),-trust)
 

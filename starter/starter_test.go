@@ -16,7 +16,6 @@ import (
 	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/starter"
-	"github.com/abde64c9/courier/testsuite"
 	"github.com/abde64c9/courier/workflows"
 )
 
@@ -30,7 +29,7 @@ func uniqueID(prefix string) string { return prefix + "-" + uuid.NewString()[:8]
 // has used, and that id.
 func helpdeskTicket(prefix, subject string) (string, workflows.DeliveryInput) {
 	id := uniqueID(prefix)
-	return id, testsuite.Input(lab.DestHelpdesk, id, lab.Ticket(id, subject))
+	return id, lab.Input(lab.DestHelpdesk, id, lab.Ticket(id, subject))
 }
 
 func effects(t *testing.T, dest, id string) int {
@@ -94,8 +93,8 @@ func TestListByState(t *testing.T) {
 	ctx := context.Background()
 	s := newStarter()
 	createdID, parkedID := uniqueID("vis-created"), uniqueID("vis-parked")
-	created := testsuite.Input(lab.DestHelpdesk, createdID, lab.Ticket(createdID, "Book the room"))
-	parked := testsuite.Input(lab.DestLegacy, parkedID, lab.Ticket(parkedID, "Call back the customer"))
+	created := lab.Input(lab.DestHelpdesk, createdID, lab.Ticket(createdID, "Book the room"))
+	parked := lab.Input(lab.DestLegacy, parkedID, lab.Ticket(parkedID, "Call back the customer"))
 	createdKey, parkedKey := opkey.Key(created.Operation), opkey.Key(parked.Operation)
 
 	st := deliver(t, s, created)
@@ -224,9 +223,9 @@ func TestInvalidRequest(t *testing.T) {
 		in   workflows.DeliveryInput
 		want string
 	}{
-		{testsuite.Input("", "x", lab.Ticket("x", "s")), "destination: required"},
-		{testsuite.Input(lab.DestHelpdesk, "x", json.RawMessage(`{"subject": }`)), "invalid JSON at offset 12"},
-		{testsuite.Input(lab.DestHelpdesk, "x", json.RawMessage(`[]`)), "must be a JSON object"},
+		{lab.Input("", "x", lab.Ticket("x", "s")), "destination: required"},
+		{lab.Input(lab.DestHelpdesk, "x", json.RawMessage(`{"subject": }`)), "invalid JSON at offset 12"},
+		{lab.Input(lab.DestHelpdesk, "x", json.RawMessage(`[]`)), "must be a JSON object"},
 	} {
 		_, err := s.Start(context.Background(), tc.in)
 		var invalid *starter.InvalidRequestError

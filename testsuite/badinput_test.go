@@ -113,7 +113,7 @@ func TestBadStarts(t *testing.T) {
 	for i, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
 			id := fmt.Sprintf("bad-start-%d-%s", i, rl.RunID)
-			in := Input(lab.DestHelpdesk, id, lab.Ticket(id, "Move the workshop booking"))
+			in := lab.Input(lab.DestHelpdesk, id, lab.Ticket(id, "Move the workshop booking"))
 			row.change(&in)
 
 			_, err := st.Start(ctx, in)
@@ -294,7 +294,7 @@ func TestBadReviews(t *testing.T) {
 	st := starter.New(rl.Temporal.Client())
 
 	id := "bad-review-" + rl.RunID
-	in := Input(lab.DestLegacy, id, lab.Ticket(id, "Move the workshop booking"))
+	in := lab.Input(lab.DestLegacy, id, lab.Ticket(id, "Move the workshop booking"))
 	require.NoError(t, env.Inject(lab.DestLegacy, closeAfterCommit(1)))
 	h, err := st.Start(ctx, in)
 	require.NoError(t, err)

@@ -222,7 +222,7 @@ func Cases() []Case {
 			// No idempotency key: the crm destination is reconciled by lookup.
 			Want: Want{Effects: 1, Outcome: statusCreated, Classes: []contract.Class{unknown, created}},
 			Run: func(ctx context.Context, r *Run) error {
-				in := Input(lab.DestCRM, r.ID("before-effect"), nil)
+				in := lab.Input(lab.DestCRM, r.ID("before-effect"), nil)
 				in.Payload = lab.Ticket(in.BusinessID, "synthetic-report 2026-11-06")
 				if err := r.Env.Inject(lab.DestCRM, timeoutBeforeEffect(1)); err != nil {
 					return err
@@ -254,7 +254,7 @@ func Cases() []Case {
 				Classes: []contract.Class{unknown, contract.ClassConflict}},
 			Run: func(ctx context.Context, r *Run) error {
 				id := r.ID("changed-payload")
-				first := Input(lab.DestHelpdeskOnce, id, lab.Ticket(id, "synthetic-report 2026-11-06"))
+				first := lab.Input(lab.DestHelpdeskOnce, id, lab.Ticket(id, "synthetic-report 2026-11-06"))
 				if err := r.Env.Inject(lab.DestHelpdeskOnce, closeAfterCommit(1)); err != nil {
 					return err
 				}
@@ -304,7 +304,7 @@ func Cases() []Case {
 			Want: Want{Effects: 2, Outcome: statusCreated, Classes: []contract.Class{unknown, created}},
 			Run: func(ctx context.Context, r *Run) error {
 				id := r.ID("ignored")
-				in := Input(lab.DestIgnoring, id, lab.Ticket(id, "Move the workshop booking"))
+				in := lab.Input(lab.DestIgnoring, id, lab.Ticket(id, "Move the workshop booking"))
 				if err := r.Env.Inject(lab.DestIgnoring, closeAfterCommit(1)); err != nil {
 					return err
 				}
@@ -318,7 +318,7 @@ func Cases() []Case {
 			Want: Want{Effects: 0, Outcome: string(workflows.StatusRejected), Classes: []contract.Class{contract.ClassRejected}},
 			Run: func(ctx context.Context, r *Run) error {
 				id := r.ID("rejected")
-				in := Input(lab.DestHelpdesk, id, lab.Ticket(id, ""))
+				in := lab.Input(lab.DestHelpdesk, id, lab.Ticket(id, ""))
 				if _, err := r.deliver(ctx, in, nil); err != nil {
 					return err
 				}
@@ -371,7 +371,7 @@ func Cases() []Case {
 
 func (r *Run) lostResponseWithKey(ctx context.Context, base string) error {
 	id := r.ID(base)
-	in := Input(lab.DestHelpdesk, id, lab.Ticket(id, "Move the workshop booking"))
+	in := lab.Input(lab.DestHelpdesk, id, lab.Ticket(id, "Move the workshop booking"))
 	if err := r.Env.Inject(lab.DestHelpdesk, closeAfterCommit(1)); err != nil {
 		return err
 	}
@@ -398,7 +398,7 @@ func (r *Run) lostResponseWithKey(ctx context.Context, base string) error {
 
 func (r *Run) timeoutsBeforeEffect(ctx context.Context, base string, n int) error {
 	id := r.ID(base)
-	in := Input(lab.DestHelpdesk, id, lab.Ticket(id, "synthetic-report 2026-11-06"))
+	in := lab.Input(lab.DestHelpdesk, id, lab.Ticket(id, "synthetic-report 2026-11-06"))
 	if err := r.Env.Inject(lab.DestHelpdesk, timeoutBeforeEffect(n)); err != nil {
 		return err
 	}
@@ -413,7 +413,7 @@ func (r *Run) timeoutsBeforeEffect(ctx context.Context, base string, n int) erro
 // outcome is the state the seed shows; the resolution is in its result.
 func reviewCase(ctx context.Context, r *Run) error {
 	id := r.ID("review")
-	in := Input(lab.DestLegacy, id, lab.Ticket(id, "Move the workshop booking"))
+	in := lab.Input(lab.DestLegacy, id, lab.Ticket(id, "Move the workshop booking"))
 	if err := r.Env.Inject(lab.DestLegacy, closeAfterCommit(1)); err != nil {
 		return err
 	}
@@ -474,7 +474,7 @@ func (r *Run) ledgerTwice(ctx context.Context, base string, changePayload bool) 
 // ledgerRow is a delivery of a new ledger row for base.
 func (r *Run) ledgerRow(base string) workflows.DeliveryInput {
 	id := r.ID(base)
-	return Input(lab.DestLedger, id, lab.Ticket(id, "ledger row"))
+	return lab.Input(lab.DestLedger, id, lab.Ticket(id, "ledger row"))
 }
 
 // firstLedgerRow delivers a new ledger row for base, which must be created.

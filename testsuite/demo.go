@@ -62,7 +62,7 @@ func (r *Run) demoBlindRetry(ctx context.Context, naiveDest, dest string, k keyi
 	if err := r.Env.Inject(dest, closeAfterCommit(1)); err != nil {
 		return err
 	}
-	return r.courierPath(ctx, Input(dest, cid, lab.Ticket(cid, "Move the workshop booking")))
+	return r.courierPath(ctx, lab.Input(dest, cid, lab.Ticket(cid, "Move the workshop booking")))
 }
 
 // post is the naive client: one JSON POST, an error when no response came.

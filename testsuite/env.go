@@ -2,7 +2,6 @@ package testsuite
 
 import (
 	"context"
-	"encoding/json"
 	"path/filepath"
 
 	"go.temporal.io/sdk/client"
@@ -11,10 +10,8 @@ import (
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/internal/lab/faults"
-	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/worker"
-	"github.com/abde64c9/courier/workflows"
 )
 
 // Env is the real destinations of the fault cases (the lab's table): the
@@ -98,12 +95,4 @@ func (e *Env) Effects(dest, businessID string) (int, error) {
 // Inject stages a fault at the sandbox service behind a destination.
 func (e *Env) Inject(dest string, f sandbox.Fault) error {
 	return e.Sandbox.Inject(lab.SandboxService(e.Config.Destinations[dest]), f)
-}
-
-// Input is a delivery of payload for (acme, dest, create-ticket, id).
-func Input(dest, id string, payload json.RawMessage) workflows.DeliveryInput {
-	return workflows.DeliveryInput{
-		Operation: opkey.Operation{Tenant: "acme", Destination: dest, Operation: "create-ticket", BusinessID: id},
-		Payload:   payload,
-	}
 }

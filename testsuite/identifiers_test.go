@@ -8,9 +8,6 @@ package testsuite
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -21,8 +18,6 @@ import (
 	"github.com/stretchr/testify/suite"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
-	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/abde64c9/courier/contract"
@@ -64,12 +59,12 @@ func (s *IdentifiersSuite) rejects(in workflows.DeliveryInput, want string) {
 }
 
 func (s *IdentifiersSuite) TestBusinessIDWithRightToLeftOverride() {
-	s.rejects(Input(lab.DestHelpdesk, "invoice-\u202efdp.exe", lab.Ticket("invoice", "Reversed")),
+	s.rejects(lab.Input(lab.DestHelpdesk, "invoice-\u202efdp.exe", lab.Ticket("invoice", "Reversed")),
 		"business_id: bidirectional formatting character U+202E at offset 8: identifiers are plain text; remove it")
 }
 
 func (s *IdentifiersSuite) TestTenantWithLineBreak() {
-	in := Input(lab.DestHelpdesk, "order-7", lab.Ticket("order-7", "Forged line"))
+	in := lab.Input(lab.DestHelpdesk, "order-7", lab.Ticket("order-7", "Forged line"))
 	in.Tenant = "acme\r\nlevel=ERROR"
 	s.rejects(in, "tenant: control character U+000D at offset 4: identifiers are plain text; remove it")
 }
@@ -77,17 +72,17 @@ func (s *IdentifiersSuite) TestTenantWithLineBreak() {
 // TestDestinationIsAnIdentifier: checked before the workers are asked for
 // the destination.
 func (s *IdentifiersSuite) TestDestinationIsAnIdentifier() {
-	s.rejects(Input(lab.DestHelpdesk+"\u2066", "order-8", lab.Ticket("order-8", "Isolate")),
+	s.rejects(lab.Input(lab.DestHelpdesk+"\u2066", "order-8", lab.Ticket("order-8", "Isolate")),
 		"destination: bidirectional formatting character U+2066 at offset 8: identifiers are plain text; remove it")
 }
 
 // TestStartedBeforeTheRuleDelivers: a delivery whose history has no marker
 // (it was started before the rule) delivers as it did then; replay of
-// such a history is TestReplayBeforePlainIdentifiers.
+// such a history is TestReplayBeforePlainIdentifiers, in workflows.
 func (s *IdentifiersSuite) TestStartedBeforeTheRuleDelivers() {
 	s.env.OnGetVersion(versionPlainIdentifiers, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion).Once()
 	id := "invoice-\u202efdp.exe"
-	res := s.start(Input(lab.DestHelpdesk, id, lab.Ticket(id, "Reversed")))
+	res := s.start(lab.Input(lab.DestHelpdesk, id, lab.Ticket(id, "Reversed")))
 	s.Equal(workflows.StatusCreated, res.Status)
 	n, err := s.dest.Effects(lab.DestHelpdesk, id)
 	s.Require().NoError(err)
@@ -98,61 +93,8 @@ func (s *IdentifiersSuite) TestStartedBeforeTheRuleDelivers() {
 // history of a delivery whose identifiers are plain.
 func (s *IdentifiersSuite) TestPlainIdentifiersAskNoVersion() {
 	s.env.OnGetVersion(versionPlainIdentifiers, workflow.DefaultVersion, 1).Never()
-	res := s.start(Input(lab.DestHelpdesk, "Zürich-商店 7", lab.Ticket("zurich", "Plain")))
+	res := s.start(lab.Input(lab.DestHelpdesk, "Zürich-商店 7", lab.Ticket("zurich", "Plain")))
 	s.Equal(workflows.StatusCreated, res.Status)
-}
-
-// TestReplayBeforePlainIdentifiers replays deliveries recorded on a real
-// dev server before the rule: one started by the starter with a
-// right-to-left override in its business id, one started by hand with a
-// line break in its business id and a NUL in its tenant. Both delivered,
-// and replay on today's workflow must take the same path; a workflow that
-// refused them without the version check would not replay.
-func TestReplayBeforePlainIdentifiers(t *testing.T) {
-	dir := filepath.Join("testdata", "before-plain-identifiers")
-	hs := recordedIn(t, dir)
-	require.Len(t, hs, 2)
-	replayer := sdkworker.NewWorkflowReplayer()
-	worker.RegisterWorkflow(replayer, replayDestinations)
-	refusing := replayerWith(refuseUnversioned(worker.Deliveries(replayDestinations).Delivery))
-	// The expected panic would log a stack trace per history.
-	quiet := sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))
-	for _, h := range hs {
-		t.Run(filepath.Base(h.File), func(t *testing.T) {
-			require.NoError(t, replay(t, replayer, h, replayLogger))
-			require.ErrorContains(t, replay(t, refusing, h, quiet), "[TMPRL1100]",
-				"the history must hold a delivery the rule would refuse")
-		})
-	}
-}
-
-// refuseUnversioned is the rule without its version check: it ends the
-// delivery before its first command.
-func refuseUnversioned(delivery deliveryFunc) deliveryFunc {
-	return func(ctx workflow.Context, in workflows.DeliveryInput) (workflows.DeliveryResult, error) {
-		var ce *opkey.CharacterError
-		if err := in.Validate(); errors.As(err, &ce) {
-			return workflows.DeliveryResult{Status: workflows.StatusRejected, Error: err.Error()}, nil
-		}
-		return delivery(ctx, in)
-	}
-}
-
-// recordedIn reads the history index of dir.
-func recordedIn(t *testing.T, dir string) []RecordedHistory {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, HistoryIndexFile))
-	require.NoError(t, err)
-	var index []RecordedCase
-	require.NoError(t, json.Unmarshal(b, &index))
-	var hs []RecordedHistory
-	for _, rc := range index {
-		for _, h := range rc.Histories {
-			h.File = filepath.Join(dir, h.File)
-			hs = append(hs, h)
-		}
-	}
-	return hs
 }
 
 // TestRealPlainIdentifiers, against a real dev server, a real `courier

@@ -127,7 +127,7 @@ func (s *opsStack) startWorker() *lab.Worker {
 
 func (s *opsStack) input(dest, name string) workflows.DeliveryInput {
 	id := name + "-" + s.run
-	in := Input(dest, id, lab.Ticket(id, "operations: "+name))
+	in := lab.Input(dest, id, lab.Ticket(id, "operations: "+name))
 	*s.workflow = append(*s.workflow, workflows.WorkflowID(opkey.Key(in.Operation)))
 	return in
 }

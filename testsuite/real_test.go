@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/devserver"
@@ -36,6 +37,9 @@ func TestMain(m *testing.M) {
 
 // testLogger keeps the SDK's logs off stdout and down to warnings.
 var testLogger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+
+// replayLogger is testLogger for the SDK's replayer.
+var replayLogger = sdklog.NewStructuredLogger(testLogger)
 
 // One dev server and one courier binary per test binary run, shared by the
 // real tests.
@@ -125,7 +129,7 @@ func TestRealReviewByUpdate(t *testing.T) {
 
 	rd := &Real{Starter: starter.New(rl.Temporal.Client()), Temporal: rl.Temporal.Client(), rl: rl}
 	id := "review-update-" + rl.RunID
-	in := Input(lab.DestLegacy, id, lab.Ticket(id, "Move the workshop booking"))
+	in := lab.Input(lab.DestLegacy, id, lab.Ticket(id, "Move the workshop booking"))
 	require.NoError(t, env.Inject(lab.DestLegacy, closeAfterCommit(1)))
 	var refusal error
 	o, err := rd.Deliver(ctx, in, func(s workflows.DeliveryStatus) *workflows.ReviewDecision {
@@ -178,7 +182,7 @@ func TestRealServerRestart(t *testing.T) {
 	defer stop()
 
 	id := "restart-" + uuid.NewString()[:8]
-	in := Input(lab.DestHelpdesk, id, lab.Ticket(id, "Move the workshop booking"))
+	in := lab.Input(lab.DestHelpdesk, id, lab.Ticket(id, "Move the workshop booking"))
 	require.NoError(t, env.Inject(lab.DestHelpdesk, closeAfterCommit(1)))
 	st := starter.New(tmp.Client())
 	h, err := st.Start(ctx, in)

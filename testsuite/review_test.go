@@ -16,6 +16,7 @@ import (
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/internal/lab"
+	"github.com/abde64c9/courier/internal/wftest"
 	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/worker"
 	"github.com/abde64c9/courier/workflows"
@@ -45,19 +46,7 @@ func (s *envSuite) TearDownTest() {
 
 // execute runs the delivery of in to its end and returns its result.
 func (s *envSuite) execute(in workflows.DeliveryInput) workflows.DeliveryResult {
-	s.env.ExecuteWorkflow(workflows.WorkflowType, in)
-	s.Require().True(s.env.IsWorkflowCompleted())
-	var res workflows.DeliveryResult
-	err := s.env.GetWorkflowError()
-	if err == nil {
-		s.Require().NoError(s.env.GetWorkflowResult(&res))
-		s.Require().True(res.Status.Delivered(), "%s ended as completed", res.Status)
-		return res
-	}
-	res, ok := workflows.NotDeliveredResult(err)
-	s.Require().True(ok, "not a NotDelivered failure: %v", err)
-	s.Require().False(res.Status.Delivered(), "%s ended as failed", res.Status)
-	return res
+	return wftest.Execute(s.T(), s.env, in)
 }
 
 // metadata is what the web UI reads of the delivery: its current details
@@ -71,7 +60,7 @@ func (s *envSuite) metadata() *sdkpb.WorkflowMetadata {
 }
 
 func (s *envSuite) status() workflows.DeliveryStatus {
-	st, err := QueryStatus(s.env)
+	st, err := wftest.QueryStatus(s.env)
 	s.Require().NoError(err)
 	return st
 }
@@ -94,7 +83,7 @@ func (s *ReviewSuite) SetupTest() {
 
 func (s *ReviewSuite) start(cfg destinations.Config) workflows.DeliveryResult {
 	worker.Register(s.env, cfg, s.dest.Activities)
-	in := Input(lab.DestLegacy, s.id, lab.Ticket(s.id, "Move the workshop booking"))
+	in := lab.Input(lab.DestLegacy, s.id, lab.Ticket(s.id, "Move the workshop booking"))
 	s.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.WorkflowID(opkey.Key(in.Operation))})
 	return s.execute(in)
 }
@@ -346,12 +335,6 @@ func (s *ReviewSuite) TestBatchJobDecidesOnce() {
 	s.Contains(res.Events[len(res.Events)-2].Detail, "(batch job review-job-2)")
 }
 
-func TestReviewDecisionValidate(t *testing.T) {
-	require.NoError(t, workflows.ReviewDecision{Decision: "retry", Reviewer: "a"}.Validate())
-	require.EqualError(t, workflows.ReviewDecision{}.Validate(),
-		"decision: missing; use retry, delivered or abandon\nreviewer: required, who is deciding")
-}
-
 // TestReviewerAllowList: with reviewers configured, a decision from anyone
 // else is refused by the update and ignored as a signal.
 func (s *ReviewSuite) TestReviewerAllowList() {
@@ -388,7 +371,7 @@ func TestHandMadeWorkflowID(t *testing.T) {
 	env := ts.NewTestWorkflowEnvironment()
 	worker.Register(env, dest.Config, dest.Activities)
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "delivery-made-by-hand"})
-	in := Input(lab.DestHelpdesk, "hand-made", lab.Ticket("hand-made", "Move the workshop booking"))
+	in := lab.Input(lab.DestHelpdesk, "hand-made", lab.Ticket("hand-made", "Move the workshop booking"))
 	env.ExecuteWorkflow(workflows.WorkflowType, in)
 	res, ok := workflows.NotDeliveredResult(env.GetWorkflowError())
 	require.True(t, ok, "a rejected delivery fails with its result: %v", env.GetWorkflowError())

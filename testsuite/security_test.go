@@ -65,7 +65,7 @@ func TestSecretNotInHistory(t *testing.T) {
 	// A lost response first: the retry and its error are in history too.
 	id := "secret-" + rl.RunID
 	require.NoError(t, env.Inject(lab.DestHelpdesk, closeAfterCommit(1)))
-	res, err := starter.New(rl.Temporal.Client()).Deliver(ctx, Input(lab.DestHelpdesk, id, lab.Ticket(id, "Move the workshop booking")))
+	res, err := starter.New(rl.Temporal.Client()).Deliver(ctx, lab.Input(lab.DestHelpdesk, id, lab.Ticket(id, "Move the workshop booking")))
 	require.NoError(t, err)
 	require.Equal(t, workflows.StatusDuplicate, res.Status)
 	mu.Lock()
@@ -108,7 +108,7 @@ func TestEncryptedHistory(t *testing.T) {
 	plaintext := "Move the workshop booking " + uuid.NewString()
 	require.NoError(t, env.Inject(lab.DestHelpdesk, closeAfterCommit(1)))
 	st := starter.New(c)
-	res, err := st.Deliver(ctx, Input(lab.DestHelpdesk, id, lab.Ticket(id, plaintext)))
+	res, err := st.Deliver(ctx, lab.Input(lab.DestHelpdesk, id, lab.Ticket(id, plaintext)))
 	require.NoError(t, err)
 	require.Equal(t, workflows.StatusDuplicate, res.Status)
 

@@ -3,11 +3,16 @@ package testsuite
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	"github.com/stretchr/testify/suite"
 	sdktest "go.temporal.io/sdk/testsuite"
+
+	"github.com/abde64c9/courier/internal/wftest"
 )
 
 // SeedSuite runs every seed case that fits the Temporal test environment:
@@ -52,4 +57,33 @@ func TestCaseNamesMatchSeeds(t *testing.T) {
 	}
 	require.Equal(t, want, got)
 	require.Len(t, got, 20)
+}
+
+// TestHistoriesRecordEveryCase: every recorded set of the fault cases' Delivery
+// histories (those the workflows' replay tests replay) has every case here;
+// a gate or trust set has the scenarios of its time. Re-record the newest
+// set when a case is added.
+func TestHistoriesRecordEveryCase(t *testing.T) {
+	dir := filepath.Join("..", filepath.FromSlash(wftest.HistoriesDir))
+	indexes, err := filepath.Glob(filepath.Join(dir, "*", wftest.HistoryIndexFile))
+	require.NoError(t, err)
+	require.NotEmpty(t, indexes)
+	seeds := []string{SeedFaultInjection, SeedLoopbackHTTP, SeedSQLiteUnique}
+	for _, idx := range indexes {
+		set := filepath.Base(filepath.Dir(idx))
+		b, err := os.ReadFile(idx)
+		require.NoError(t, err)
+		var index []wftest.RecordedCase
+		require.NoError(t, json.Unmarshal(b, &index))
+		recorded := map[string]bool{}
+		for _, rc := range index {
+			recorded[rc.Seed+"/"+rc.Case] = true
+		}
+		if !slices.ContainsFunc(index, func(rc wftest.RecordedCase) bool { return slices.Contains(seeds, rc.Seed) }) {
+			continue // a gate or trust set
+		}
+		for _, c := range Cases() {
+			require.True(t, recorded[c.Seed+"/"+c.Name], "%s: case %q has no recorded history; record with: go run ./testsuite/record -set %s", set, c.Name, set)
+		}
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/client"
 	sdktest "go.temporal.io/sdk/testsuite"
 
+	"github.com/abde64c9/courier/internal/wftest"
 	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/worker"
 	"github.com/abde64c9/courier/workflows"
@@ -56,7 +57,7 @@ func (t TestEnv) Deliver(_ context.Context, in workflows.DeliveryInput, decide D
 	var parked *workflows.DeliveryStatus
 	var check func()
 	check = func() {
-		st, err := QueryStatus(env)
+		st, err := wftest.QueryStatus(env)
 		if err != nil || st.State != workflows.StateAwaitingReview {
 			env.RegisterDelayedCallback(check, reviewPoll)
 			return
@@ -93,14 +94,4 @@ func (t TestEnv) Deliver(_ context.Context, in workflows.DeliveryInput, decide D
 		return Outcome{}, err
 	}
 	return Outcome{Result: res}, nil
-}
-
-// QueryStatus asks a test environment's delivery for its status.
-func QueryStatus(env *sdktest.TestWorkflowEnvironment) (workflows.DeliveryStatus, error) {
-	var st workflows.DeliveryStatus
-	v, err := env.QueryWorkflow(workflows.QueryStatus)
-	if err != nil {
-		return st, err
-	}
-	return st, v.Get(&st)
 }

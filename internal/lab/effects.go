@@ -139,6 +139,14 @@ func CreatedAndParked(ctx context.Context, st *starter.Client, sb *sandbox.Serve
 	return created, parked, err
 }
 
+// Input is a delivery of payload for (acme, dest, create-ticket, id).
+func Input(dest, id string, payload json.RawMessage) workflows.DeliveryInput {
+	return workflows.DeliveryInput{
+		Operation: opkey.Operation{Tenant: "acme", Destination: dest, Operation: "create-ticket", BusinessID: id},
+		Payload:   payload,
+	}
+}
+
 // TicketInput is a delivery of a Ticket for id to dest.
 func TicketInput(dest, id string) workflows.DeliveryInput {
 	return workflows.DeliveryInput{

@@ -13,8 +13,8 @@ import (
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/destinations"
+	"github.com/abde64c9/courier/internal/wftest"
 	"github.com/abde64c9/courier/starter"
-	"github.com/abde64c9/courier/testsuite"
 	"github.com/abde64c9/courier/worker"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -101,7 +101,7 @@ var gateScenarios = []gateScenario{
 
 // recordGates runs every gate scenario against a worker in this process
 // and returns their histories.
-func recordGates(ctx context.Context, c client.Client, logger *slog.Logger) (map[string][]byte, []testsuite.RecordedCase, error) {
+func recordGates(ctx context.Context, c client.Client, logger *slog.Logger) (map[string][]byte, []wftest.RecordedCase, error) {
 	w := sdkworker.New(c, workflows.TaskQueue, sdkworker.Options{})
 	worker.Register(w, gateConfig, &activities.Activities{Contracts: gateConfig.Contracts(), Reviewers: gateConfig.Reviewers})
 	if err := w.Start(); err != nil {
@@ -109,7 +109,7 @@ func recordGates(ctx context.Context, c client.Client, logger *slog.Logger) (map
 	}
 	defer w.Stop()
 	files := map[string][]byte{}
-	var index []testsuite.RecordedCase
+	var index []wftest.RecordedCase
 	for _, sc := range gateScenarios {
 		g := &gateDriver{c: c, s: starter.New(c), dest: sc.dest}
 		sctx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -135,20 +135,20 @@ func recordGates(ctx context.Context, c client.Client, logger *slog.Logger) (map
 
 // recordLatest adds the history of workflow id's latest run to files, as
 // scenario of seed, and returns its index entry.
-func recordLatest(ctx context.Context, c client.Client, seed, scenario, id string, files map[string][]byte) (testsuite.RecordedCase, error) {
+func recordLatest(ctx context.Context, c client.Client, seed, scenario, id string, files map[string][]byte) (wftest.RecordedCase, error) {
 	desc, err := c.DescribeWorkflowExecution(ctx, id, "")
 	if err != nil {
-		return testsuite.RecordedCase{}, fmt.Errorf("scenario %q: %w", scenario, err)
+		return wftest.RecordedCase{}, fmt.Errorf("scenario %q: %w", scenario, err)
 	}
 	e := &workflowExecution{id: id, runID: desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()}
 	b, err := history(ctx, c, e)
 	if err != nil {
-		return testsuite.RecordedCase{}, fmt.Errorf("scenario %q: %w", scenario, err)
+		return wftest.RecordedCase{}, fmt.Errorf("scenario %q: %w", scenario, err)
 	}
 	name := fileName(seed, scenario, 0)
 	files[name] = b
-	return testsuite.RecordedCase{Seed: seed, Case: scenario,
-		Histories: []testsuite.RecordedHistory{{File: name, WorkflowID: e.id, RunID: e.runID}}}, nil
+	return wftest.RecordedCase{Seed: seed, Case: scenario,
+		Histories: []wftest.RecordedHistory{{File: name, WorkflowID: e.id, RunID: e.runID}}}, nil
 }
 
 // gateDriver sends a scenario's reports and operator changes to one gate;

@@ -1,11 +1,11 @@
 // Command record runs every seed fault case against a real Temporal dev
 // server (in memory, started for the run) and writes the history of every
 // Delivery workflow each case ran into a new set under
-// testsuite/testdata/histories, as the JSON the SDK's replayer reads.
+// workflows/testdata/histories, as the JSON the SDK's replayer reads.
 // With -gate it runs the destination gate's scenarios instead (gate.go)
 // and writes the Destination workflows' histories; with -trust, a few
 // Delivery scenarios off the happy path instead (trust.go).
-// testsuite/replay_test.go replays every set.
+// workflows/replay_test.go replays every set.
 //
 // From the repository root, with bin/temporal built (make temporal):
 //
@@ -41,6 +41,7 @@ import (
 
 	"github.com/abde64c9/courier/devserver"
 	"github.com/abde64c9/courier/internal/lab"
+	"github.com/abde64c9/courier/internal/wftest"
 	"github.com/abde64c9/courier/testsuite"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -55,7 +56,7 @@ func main() {
 }
 
 func record(ctx context.Context) error {
-	set := flag.String("set", "", "the history set to write: a folder under testsuite/testdata/histories; required")
+	set := flag.String("set", "", "the history set to write: a folder under "+wftest.HistoriesDir+"; required")
 	gate := flag.Bool("gate", false, "record the destination gate's scenarios instead of the fault cases")
 	trust := flag.Bool("trust", false, "record the Delivery scenarios off the happy path (caller-set attributes, cancels) instead of the fault cases")
 	flag.Parse()
@@ -63,14 +64,14 @@ func record(ctx context.Context) error {
 		return fmt.Errorf("-gate and -trust record different sets: choose one")
 	}
 	if *set == "" || strings.ContainsAny(*set, `/\.`) {
-		return fmt.Errorf("-set NAME is required: the folder under testsuite/testdata/histories to write " +
+		return fmt.Errorf("-set NAME is required: the folder under " + wftest.HistoriesDir + " to write " +
 			"(a new one after a workflow change; never an older set)")
 	}
 	root, err := devserver.RepoRoot()
 	if err != nil {
 		return err
 	}
-	out := filepath.Join(root, "testsuite", "testdata", "histories", *set)
+	out := filepath.Join(root, filepath.FromSlash(wftest.HistoriesDir), *set)
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
@@ -121,7 +122,7 @@ func record(ctx context.Context) error {
 		AbandonParked: true,
 	}
 	seen := map[string]bool{}
-	var index []testsuite.RecordedCase
+	var index []wftest.RecordedCase
 	files := map[string][]byte{}
 	for _, cs := range testsuite.RealCases() {
 		rep, err := rl.Execute(ctx, cs)
@@ -139,7 +140,7 @@ func record(ctx context.Context) error {
 		if len(execs) == 0 {
 			return fmt.Errorf("case %q ran no Delivery workflow", cs.Name)
 		}
-		rc := testsuite.RecordedCase{Seed: cs.Seed, Case: cs.Name}
+		rc := wftest.RecordedCase{Seed: cs.Seed, Case: cs.Name}
 		for i, e := range execs {
 			b, err := history(ctx, c, e)
 			if err != nil {
@@ -147,7 +148,7 @@ func record(ctx context.Context) error {
 			}
 			name := fileName(cs.Seed, cs.Name, i)
 			files[name] = b
-			rc.Histories = append(rc.Histories, testsuite.RecordedHistory{File: name, WorkflowID: e.id, RunID: e.runID})
+			rc.Histories = append(rc.Histories, wftest.RecordedHistory{File: name, WorkflowID: e.id, RunID: e.runID})
 		}
 		index = append(index, rc)
 		logger.Warn("recorded", "case", cs.Name, "workflows", len(execs))
@@ -242,7 +243,7 @@ func history(ctx context.Context, c client.Client, e *workflowExecution) ([]byte
 }
 
 // write replaces the folder's histories with these.
-func write(dir string, files map[string][]byte, index []testsuite.RecordedCase) error {
+func write(dir string, files map[string][]byte, index []wftest.RecordedCase) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -266,7 +267,7 @@ func write(dir string, files map[string][]byte, index []testsuite.RecordedCase) 
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, testsuite.HistoryIndexFile), append(b, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, wftest.HistoryIndexFile), append(b, '\n'), 0o644); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "wrote %d histories of %d cases (%d KB) to %s\n",

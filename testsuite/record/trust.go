@@ -13,6 +13,7 @@ import (
 
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/internal/lab"
+	"github.com/abde64c9/courier/internal/wftest"
 	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/starter"
@@ -40,7 +41,7 @@ type trustScenario struct {
 
 var trustScenarios = []trustScenario{
 	{"caller-set attributes claim another destination and business id", func(ctx context.Context, t *trustDriver) (string, error) {
-		in := testsuite.Input(lab.DestHelpdesk, "trust-claimed", lab.Ticket("trust-claimed", "claimed attributes"))
+		in := lab.Input(lab.DestHelpdesk, "trust-claimed", lab.Ticket("trust-claimed", "claimed attributes"))
 		key := opkey.Key(in.Operation)
 		claimed := in.Operation
 		claimed.Destination, claimed.BusinessID = lab.DestLedger, "someone-else"
@@ -59,7 +60,7 @@ var trustScenarios = []trustScenario{
 		return run.GetID(), want(res.Status, workflows.StatusCreated)
 	}},
 	{"parked for review, then cancelled", func(ctx context.Context, t *trustDriver) (string, error) {
-		in := testsuite.Input(lab.DestLegacy, "trust-parked", lab.Ticket("trust-parked", "parked, then cancelled"))
+		in := lab.Input(lab.DestLegacy, "trust-parked", lab.Ticket("trust-parked", "parked, then cancelled"))
 		if err := t.env.Inject(lab.DestLegacy, sandbox.Fault{Kind: sandbox.FaultCloseAfterCommit}); err != nil {
 			return "", err
 		}
@@ -77,7 +78,7 @@ var trustScenarios = []trustScenario{
 		return h.WorkflowID, t.cancel(ctx, h.Key)
 	}},
 	{"cancelled while its attempt is in flight", func(ctx context.Context, t *trustDriver) (string, error) {
-		in := testsuite.Input(lab.DestHelpdesk, "trust-in-flight", lab.Ticket("trust-in-flight", "cancelled in flight"))
+		in := lab.Input(lab.DestHelpdesk, "trust-in-flight", lab.Ticket("trust-in-flight", "cancelled in flight"))
 		if err := t.env.Inject(lab.DestHelpdesk, sandbox.Fault{Kind: sandbox.FaultDelayAfterCommit, Delay: trustDelay}); err != nil {
 			return "", err
 		}
@@ -107,7 +108,7 @@ var trustScenarios = []trustScenario{
 
 // recordTrust runs every -trust scenario against a `courier worker`
 // process over the lab's destinations and returns their histories.
-func recordTrust(ctx context.Context, tmp *lab.Temporal, courier, dir string, logger *slog.Logger) (map[string][]byte, []testsuite.RecordedCase, error) {
+func recordTrust(ctx context.Context, tmp *lab.Temporal, courier, dir string, logger *slog.Logger) (map[string][]byte, []wftest.RecordedCase, error) {
 	env, err := testsuite.NewEnv(dir)
 	if err != nil {
 		return nil, nil, err
@@ -131,7 +132,7 @@ func recordTrust(ctx context.Context, tmp *lab.Temporal, courier, dir string, lo
 	c := tmp.Client()
 	t := &trustDriver{c: c, s: starter.New(c), env: env}
 	files := map[string][]byte{}
-	var index []testsuite.RecordedCase
+	var index []wftest.RecordedCase
 	for _, sc := range trustScenarios {
 		sctx, cancel := context.WithTimeout(ctx, time.Minute)
 		id, err := sc.run(sctx, t)

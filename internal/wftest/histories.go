@@ -1,7 +1,16 @@
-package testsuite
+// Package wftest is what the workflows' own tests share with the end-to-end
+// testsuite and the history recorder: the recorded histories' index, and
+// running a delivery in the SDK's test workflow environment. Test support
+// only; no service or worker links it.
+package wftest
+
+// HistoriesDir holds the recorded history sets, one folder per set, from
+// the repository root: testsuite/record writes them, the replay tests in
+// workflows read them.
+const HistoriesDir = "workflows/testdata/histories"
 
 // HistoryIndexFile lists, per fault case, the histories recorded for the
-// replay test (testsuite/testdata/histories, written by testsuite/record).
+// replay test (in each set's folder, written by testsuite/record).
 const HistoryIndexFile = "index.json"
 
 // RecordedCase is one line of the history index.

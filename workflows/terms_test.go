@@ -1,4 +1,4 @@
-package testsuite
+package workflows_test
 
 import (
 	"context"
@@ -16,7 +16,9 @@ import (
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/internal/lab"
+	"github.com/abde64c9/courier/internal/wftest"
 	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/worker"
 	"github.com/abde64c9/courier/workflows"
@@ -25,28 +27,42 @@ import (
 // TermsSuite unit-tests the workflow's orchestration around its recorded
 // terms in the test environment, with the attempt's answers scripted: the
 // destination goes missing, the first attempt is lost, an earlier run
-// stops a second one.
+// stops a second one. Nothing is sent: the lab's destinations are only
+// their terms.
 type TermsSuite struct {
-	envSuite
-	in workflows.DeliveryInput
+	suite.Suite
+	sdktest.WorkflowTestSuite
+	env  *sdktest.TestWorkflowEnvironment
+	cfg  destinations.Config
+	acts *activities.Activities
+	in   workflows.DeliveryInput
 }
 
 func TestTerms(t *testing.T) { suite.Run(t, new(TermsSuite)) }
 
 func (s *TermsSuite) SetupTest() {
-	s.envSuite.SetupTest()
-	s.in = Input(lab.DestHelpdesk, "terms-"+s.T().Name(), lab.Ticket("terms", "Move the workshop booking"))
+	s.cfg, s.acts = labWorker(s.T())
+	s.env = s.NewTestWorkflowEnvironment()
+	s.in = lab.Input(lab.DestHelpdesk, "terms-"+s.T().Name(), lab.Ticket("terms", "Move the workshop booking"))
 	s.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.WorkflowID(opkey.Key(s.in.Operation))})
-	worker.Register(s.env, s.dest.Config, s.dest.Activities)
+	worker.Register(s.env, s.cfg, s.acts)
+}
+
+func (s *TermsSuite) TearDownTest() { s.env.AssertExpectations(s.T()) }
+
+func (s *TermsSuite) status() workflows.DeliveryStatus {
+	st, err := wftest.QueryStatus(s.env)
+	s.Require().NoError(err)
+	return st
 }
 
 // terms are what a first attempt at helpdesk reports, as the real activity does.
 func (s *TermsSuite) terms() *activities.Terms {
-	c := s.dest.Config.Destinations[lab.DestHelpdesk].Contract
+	c := s.cfg.Destinations[lab.DestHelpdesk].Contract
 	return &activities.Terms{Contract: &c}
 }
 
-func (s *TermsSuite) run() workflows.DeliveryResult { return s.execute(s.in) }
+func (s *TermsSuite) run() workflows.DeliveryResult { return wftest.Execute(s.T(), s.env, s.in) }
 
 // answer scripts the next attempt's answer.
 func (s *TermsSuite) answer(out activities.Outcome, err error) {
@@ -181,9 +197,9 @@ func (s *TermsSuite) TestOverLongDecisionIsRefusedAndCut() {
 // found nor not found: the delivery parks at once with the answer as
 // evidence, and asks no more.
 func (s *TermsSuite) TestUnreadableLookupParks() {
-	s.in = Input(lab.DestCRM, "terms-unreadable", lab.Ticket("terms-unreadable", "Call back the customer"))
+	s.in = lab.Input(lab.DestCRM, "terms-unreadable", lab.Ticket("terms-unreadable", "Call back the customer"))
 	s.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.WorkflowID(opkey.Key(s.in.Operation))})
-	c := s.dest.Config.Destinations[lab.DestCRM].Contract
+	c := s.cfg.Destinations[lab.DestCRM].Contract
 	s.answer(activities.Outcome{
 		Class: contract.ClassUnknown, Error: "connection closed after the request was written", Terms: &activities.Terms{Contract: &c},
 	}, nil)
