@@ -19,6 +19,7 @@ import (
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/internal/text"
 	"github.com/abde64c9/courier/workflows"
 )
 
@@ -249,7 +250,7 @@ func (g *Gate) Report(ctx context.Context, dest, key string, out activities.Outc
 		return
 	}
 	// What it observed only: the gate takes the breaker from the destinations file.
-	r := workflows.Report{Class: out.Class, Key: key, At: time.Now(), Error: excerpt(out.Error, 200)}
+	r := workflows.Report{Class: out.Class, Key: key, At: time.Now(), Error: text.Excerpt(out.Error, 200)}
 	_, err = g.c.SignalWithStartWorkflow(ctx, workflows.DestinationWorkflowID(dest), workflows.SignalReport, r,
 		client.StartWorkflowOptions{ID: workflows.DestinationWorkflowID(dest), TaskQueue: workflows.TaskQueue},
 		workflows.DestinationWorkflowType, workflows.DestinationInput{Name: dest})
@@ -307,11 +308,4 @@ func (g *Gate) watch(ctx context.Context) {
 		case <-t.C:
 		}
 	}
-}
-
-func excerpt(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "") + "…"
 }

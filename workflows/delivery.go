@@ -12,6 +12,7 @@ import (
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/internal/text"
 	"github.com/abde64c9/courier/opkey"
 )
 
@@ -205,7 +206,7 @@ func (d *delivery) setup(ctx workflow.Context) error {
 			ch.Receive(ctx, &raw)
 			var rd ReviewDecision
 			if err := converter.GetDefaultDataConverter().FromPayload(raw.Payload(), &rd); err != nil {
-				d.record(ctx, ReviewRecord{Via: "signal", Reason: excerpt("not a review decision: "+err.Error(), maxReasonLen)})
+				d.record(ctx, ReviewRecord{Via: "signal", Reason: text.Excerpt("not a review decision: "+err.Error(), maxReasonLen)})
 				continue
 			}
 			d.receiveReview(ctx, rd, "signal")

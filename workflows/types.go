@@ -11,6 +11,7 @@ import (
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/internal/text"
 	"github.com/abde64c9/courier/opkey"
 )
 
@@ -165,11 +166,11 @@ func (d ReviewDecision) Validate() error {
 // them; a cut field ends in "…".
 func (d ReviewDecision) Excerpt() ReviewDecision {
 	return ReviewDecision{
-		Decision:   excerpt(d.Decision, MaxDecisionLen),
-		Reviewer:   excerpt(d.Reviewer, MaxReviewerLen),
-		Note:       excerpt(d.Note, MaxNoteLen),
-		ResourceID: excerpt(d.ResourceID, MaxResourceIDLen),
-		BatchJob:   excerpt(d.BatchJob, MaxBatchJobLen),
+		Decision:   text.Excerpt(d.Decision, MaxDecisionLen),
+		Reviewer:   text.Excerpt(d.Reviewer, MaxReviewerLen),
+		Note:       text.Excerpt(d.Note, MaxNoteLen),
+		ResourceID: text.Excerpt(d.ResourceID, MaxResourceIDLen),
+		BatchJob:   text.Excerpt(d.BatchJob, MaxBatchJobLen),
 	}
 }
 
