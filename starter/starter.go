@@ -263,7 +263,8 @@ func (s *Client) Deliver(ctx context.Context, in workflows.DeliveryInput) (workf
 	if joined {
 		switch st.Status {
 		case workflows.StatusCreated, workflows.StatusDuplicate, workflows.StatusDeliveredByReview:
-			st.Status, st.State = workflows.StatusDuplicate, workflows.State(workflows.StatusDuplicate)
+			st.Status = workflows.StatusDuplicate
+			st.State = st.StateOr(st.State)
 		}
 	}
 	return st, nil
@@ -305,7 +306,7 @@ func (s *Client) settle(ctx context.Context, in workflows.DeliveryInput, h Handl
 			if restart {
 				return s.settle(ctx, in, h, started.RunId)
 			}
-			return workflows.DeliveryStatus{State: workflows.State(prev.Status), DeliveryResult: prev}, true, nil
+			return workflows.DeliveryStatus{State: prev.StateOr(""), DeliveryResult: prev}, true, nil
 		}
 		if err != nil {
 			return workflows.DeliveryStatus{}, false, s.conflictOr(h, err)
@@ -408,9 +409,7 @@ func (s *Client) runStatus(ctx context.Context, key, runID string) (workflows.De
 		st.Ended = &workflows.RunEnded{RunID: info.GetExecution().GetRunId(), How: how, At: info.GetCloseTime().AsTime(),
 			Reason: s.endReason(ctx, wid, info.GetExecution().GetRunId())}
 	}
-	if st.Status != "" {
-		st.State = workflows.State(st.Status)
-	}
+	st.State = st.StateOr(st.State)
 	return st, nil
 }
 

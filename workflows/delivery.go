@@ -245,11 +245,7 @@ func (d *delivery) checkDeliver(r DeliverRequest) error {
 }
 
 func (d *delivery) status() DeliveryStatus {
-	st := DeliveryStatus{State: d.state, Operation: d.in.Operation, DeliveryResult: d.res, Hold: d.held}
-	if d.res.Status != "" {
-		st.State = State(d.res.Status)
-	}
-	return st
+	return DeliveryStatus{State: d.res.StateOr(d.state), Operation: d.in.Operation, DeliveryResult: d.res, Hold: d.held}
 }
 
 // settled: final, or parked waiting for a decision.

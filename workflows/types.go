@@ -235,6 +235,15 @@ type DeliveryResult struct {
 	Error string `json:"error,omitempty"`
 }
 
+// StateOr is the state a delivery reports: once finished, its final status
+// is its state; while it runs, the state it is in.
+func (r DeliveryResult) StateOr(running State) State {
+	if r.Status != "" {
+		return State(r.Status)
+	}
+	return running
+}
+
 // LeftNoEffect reports whether this finished delivery provably applied
 // nothing, so the operation may run again (contract.RunLeftNoEffect).
 func (r DeliveryResult) LeftNoEffect() bool {
