@@ -15,12 +15,12 @@ import (
 
 	"github.com/google/uuid"
 
-	batchpb "go.temporal.io/api/batch/v1"
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 
+	"github.com/abde64c9/courier/internal/visibility"
 	"github.com/abde64c9/courier/workflows"
 )
 
@@ -139,9 +139,7 @@ func (s *Client) PreviewBulk(ctx context.Context, f BulkFilter, samples int) (Bu
 		return p, &InvalidRequestError{err}
 	}
 	var all []BulkMatch
-	var token []byte
-	for {
-		resp, err := s.c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: p.Query, NextPageToken: token})
+	for e, err := range visibility.Executions(ctx, s.c, &workflowservice.ListWorkflowExecutionsRequest{Query: p.Query}) {
 		if err != nil {
 			var invalid *serviceerror.InvalidArgument
 			if errors.As(err, &invalid) {
@@ -149,13 +147,8 @@ func (s *Client) PreviewBulk(ctx context.Context, f BulkFilter, samples int) (Bu
 			}
 			return p, fmt.Errorf("list deliveries awaiting review: %w", err)
 		}
-		for _, e := range resp.Executions {
-			id := e.GetExecution().GetWorkflowId()
-			all = append(all, BulkMatch{Key: strings.TrimPrefix(id, workflows.WorkflowIDPrefix), WorkflowID: id, RunID: e.GetExecution().GetRunId()})
-		}
-		if token = resp.NextPageToken; len(token) == 0 {
-			break
-		}
+		id := e.GetExecution().GetWorkflowId()
+		all = append(all, BulkMatch{Key: strings.TrimPrefix(id, workflows.WorkflowIDPrefix), WorkflowID: id, RunID: e.GetExecution().GetRunId()})
 	}
 	read := all
 	if !f.byStatus() {
@@ -441,16 +434,12 @@ func (s *Client) batchSignal(ctx context.Context, p BulkPreview, d BulkDecision,
 	if err != nil {
 		return nil, fmt.Errorf("encode the decision: %w", err)
 	}
-	req := &workflowservice.StartBatchOperationRequest{
-		Namespace: s.namespace,
-		JobId:     job,
+	req := visibility.SignalJob{
+		Namespace: s.namespace, JobID: job,
 		Reason:    fmt.Sprintf("courier review: %s by %s: %s", d.Decision, d.Reviewer, d.Note),
-		// Temporal caps it at its worker.batcherRPS setting.
-		MaxOperationsPerSecond: float32(d.RPS),
-		Operation: &workflowservice.StartBatchOperationRequest_SignalOperation{SignalOperation: &batchpb.BatchOperationSignal{
-			Signal: workflows.SignalReview, Input: input, Identity: "courier review --all, reviewer " + d.Reviewer,
-		}},
-	}
+		PerSecond: d.RPS,
+		Signal:    workflows.SignalReview, Input: input, Identity: "courier review --all, reviewer " + d.Reviewer,
+	}.Request()
 	if p.Filter.byStatus() {
 		// The query cannot say it: name the deliveries the statuses chose,
 		// in the runs that were listed.

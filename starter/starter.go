@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/abde64c9/courier/internal/visibility"
 	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -598,35 +599,29 @@ func (s *Client) List(ctx context.Context, o ListOptions) ([]Delivery, error) {
 		return nil, &InvalidRequestError{fmt.Errorf("state %q unknown; use one of %s", o.State, strings.Join(ListStates, ", "))}
 	}
 	var out []Delivery
-	var token []byte
-	for {
-		resp, err := s.c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: o.Query(), NextPageToken: token})
+	for e, err := range visibility.Executions(ctx, s.c, &workflowservice.ListWorkflowExecutionsRequest{Query: o.Query()}) {
 		if err != nil {
 			return nil, fmt.Errorf("list deliveries: %w", err)
 		}
-		for _, e := range resp.Executions {
-			fields := e.GetSearchAttributes().GetIndexedFields()
-			get := func(k temporal.SearchAttributeKeyKeyword) string {
-				var v string
-				if p := fields[k.GetName()]; p != nil {
-					_ = converter.GetDefaultDataConverter().FromPayload(p, &v)
-				}
-				return v
+		fields := e.GetSearchAttributes().GetIndexedFields()
+		get := func(k temporal.SearchAttributeKeyKeyword) string {
+			var v string
+			if p := fields[k.GetName()]; p != nil {
+				_ = converter.GetDefaultDataConverter().FromPayload(p, &v)
 			}
-			out = append(out, Delivery{
-				Key: get(workflows.SAKey), Destination: get(workflows.SADestination),
-				Operation: get(workflows.SAOperation), BusinessID: get(workflows.SABusinessID),
-				State: get(workflows.SAState), Started: e.GetStartTime().AsTime(),
-				WorkflowID: e.GetExecution().GetWorkflowId(),
-			})
-			if o.Limit > 0 && len(out) == o.Limit {
-				return s.withHolds(ctx, out), nil
-			}
+			return v
 		}
-		if token = resp.NextPageToken; len(token) == 0 {
-			return s.withHolds(ctx, out), nil
+		out = append(out, Delivery{
+			Key: get(workflows.SAKey), Destination: get(workflows.SADestination),
+			Operation: get(workflows.SAOperation), BusinessID: get(workflows.SABusinessID),
+			State: get(workflows.SAState), Started: e.GetStartTime().AsTime(),
+			WorkflowID: e.GetExecution().GetWorkflowId(),
+		})
+		if o.Limit > 0 && len(out) == o.Limit {
+			break
 		}
 	}
+	return s.withHolds(ctx, out), nil
 }
 
 // withHolds says why each held delivery waits, from its destination's gate.
