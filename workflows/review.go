@@ -228,4 +228,3 @@ func (d *delivery) record(ctx workflow.Context, rec ReviewRecord) ReviewRecord {
 // maxReasonLen bounds why an ignored decision was ignored; the reason may
 // quote what was sent.
 const maxReasonLen = 512
-
