@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/abde64c9/courier/internal/visibility"
 	"github.com/abde64c9/courier/workflows"
 )
 
@@ -204,23 +205,14 @@ func (s *Client) gate(ctx context.Context, dest string) (workflows.DestinationSt
 // whose breaker tripped once), running or stopped.
 func (s *Client) Destinations(ctx context.Context) ([]string, error) {
 	var names []string
-	var token []byte
-	for {
-		resp, err := s.c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-			Query:         workflows.GateRunsQuery,
-			NextPageToken: token,
-		})
+	for e, err := range visibility.Executions(ctx, s.c, &workflowservice.ListWorkflowExecutionsRequest{Query: workflows.GateRunsQuery}) {
 		if err != nil {
 			return nil, fmt.Errorf("list destinations' gates: %w", err)
 		}
-		for _, e := range resp.GetExecutions() {
-			if n := strings.TrimPrefix(e.GetExecution().GetWorkflowId(), workflows.DestinationIDPrefix); !slices.Contains(names, n) {
-				names = append(names, n)
-			}
-		}
-		if token = resp.GetNextPageToken(); len(token) == 0 {
-			slices.Sort(names)
-			return names, nil
+		if n := strings.TrimPrefix(e.GetExecution().GetWorkflowId(), workflows.DestinationIDPrefix); !slices.Contains(names, n) {
+			names = append(names, n)
 		}
 	}
+	slices.Sort(names)
+	return names, nil
 }

@@ -6,15 +6,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
-	"time"
 
 	"github.com/google/uuid"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
@@ -263,7 +260,8 @@ func (s *Client) Deliver(ctx context.Context, in workflows.DeliveryInput) (workf
 	if joined {
 		switch st.Status {
 		case workflows.StatusCreated, workflows.StatusDuplicate, workflows.StatusDeliveredByReview:
-			st.Status, st.State = workflows.StatusDuplicate, workflows.State(workflows.StatusDuplicate)
+			st.Status = workflows.StatusDuplicate
+			st.State = st.StateOr(st.State)
 		}
 	}
 	return st, nil
@@ -305,7 +303,7 @@ func (s *Client) settle(ctx context.Context, in workflows.DeliveryInput, h Handl
 			if restart {
 				return s.settle(ctx, in, h, started.RunId)
 			}
-			return workflows.DeliveryStatus{State: workflows.State(prev.Status), DeliveryResult: prev}, true, nil
+			return workflows.DeliveryStatus{State: prev.StateOr(""), DeliveryResult: prev}, true, nil
 		}
 		if err != nil {
 			return workflows.DeliveryStatus{}, false, s.conflictOr(h, err)
@@ -364,293 +362,6 @@ func (s *Client) Wait(ctx context.Context, key string) (workflows.DeliveryStatus
 	return out.DeliveryStatus, nil
 }
 
-// Result waits for the run (empty: the latest) of the delivery with this
-// key to finish and returns its result, delivered or not: one that ended
-// without an effect fails, and carries its result in the failure.
-func (s *Client) Result(ctx context.Context, key, runID string) (workflows.DeliveryResult, error) {
-	var res workflows.DeliveryResult
-	err := s.c.GetWorkflow(ctx, workflows.WorkflowID(key), runID).Get(ctx, &res)
-	if nd, ok := workflows.NotDeliveredResult(err); ok {
-		return nd, nil
-	}
-	if err != nil {
-		return res, fmt.Errorf("result of delivery %s: %w", key, err)
-	}
-	return res, nil
-}
-
-// Status returns the delivery's current status (running or finished). A
-// run the server terminated or timed out is reported so (State and Status
-// terminated or timed_out, Ended saying which run and when): its own status
-// query replays to where it was stopped, a state it can never leave.
-func (s *Client) Status(ctx context.Context, key string) (workflows.DeliveryStatus, error) {
-	return s.runStatus(ctx, key, "")
-}
-
-// runStatus is the status of one run (empty: the latest).
-func (s *Client) runStatus(ctx context.Context, key, runID string) (workflows.DeliveryStatus, error) {
-	var st workflows.DeliveryStatus
-	wid := workflows.WorkflowID(key)
-	desc, err := s.c.DescribeWorkflowExecution(ctx, wid, runID)
-	if err != nil {
-		return st, notFound(key, err)
-	}
-	info := desc.GetWorkflowExecutionInfo()
-	v, err := s.c.QueryWorkflow(ctx, wid, info.GetExecution().GetRunId(), workflows.QueryStatus)
-	if err != nil {
-		return st, notFound(key, err)
-	}
-	if err := v.Get(&st); err != nil {
-		return st, fmt.Errorf("decode status of %s: %w", key, err)
-	}
-	if how := endedBy(info.GetStatus()); how != "" && st.Status == "" {
-		st.Status = how
-		st.Ended = &workflows.RunEnded{RunID: info.GetExecution().GetRunId(), How: how, At: info.GetCloseTime().AsTime(),
-			Reason: s.endReason(ctx, wid, info.GetExecution().GetRunId())}
-	}
-	if st.Status != "" {
-		st.State = workflows.State(st.Status)
-	}
-	return st, nil
-}
-
-// endedBy is the final status of a run the server closed before it could
-// record one itself; empty for any other.
-func endedBy(st enumspb.WorkflowExecutionStatus) workflows.Status {
-	switch st {
-	case enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED:
-		return workflows.StatusTerminated
-	case enumspb.WORKFLOW_EXECUTION_STATUS_TIMED_OUT:
-		return workflows.StatusTimedOut
-	}
-	return ""
-}
-
-// endReason is the reason and identity a termination gave, read from the
-// run's closing event; empty when there is none.
-func (s *Client) endReason(ctx context.Context, wid, runID string) string {
-	it := s.c.GetWorkflowHistory(ctx, wid, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
-	if !it.HasNext() {
-		return ""
-	}
-	ev, err := it.Next()
-	if err != nil {
-		return ""
-	}
-	if a := ev.GetWorkflowExecutionTerminatedEventAttributes(); a != nil {
-		if a.GetIdentity() != "" {
-			return fmt.Sprintf("%s (by %s)", a.GetReason(), a.GetIdentity())
-		}
-		return a.GetReason()
-	}
-	return ""
-}
-
-// Review sends a review decision through the validated update: a malformed
-// decision, or one for a delivery not awaiting review, is refused with the
-// reason and changes nothing. Errors: *InvalidRequestError (the decision is
-// malformed; nothing was sent), ErrUnknownKey, *NotAwaitingReviewError,
-// *ReviewRefusedError (the workflow's validator said no, e.g. a reviewer
-// outside the workers' allow-list).
-func (s *Client) Review(ctx context.Context, key string, d workflows.ReviewDecision) (workflows.ReviewRecord, error) {
-	var rec workflows.ReviewRecord
-	if err := d.Validate(); err != nil {
-		return rec, &InvalidRequestError{err}
-	}
-	h, err := s.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID:   workflows.WorkflowID(key),
-		UpdateName:   workflows.UpdateReview,
-		Args:         []any{d},
-		WaitForStage: client.WorkflowUpdateStageCompleted,
-	})
-	if err != nil {
-		return rec, s.reviewError(ctx, key, err)
-	}
-	if err := h.Get(ctx, &rec); err != nil {
-		return rec, s.reviewError(ctx, key, err)
-	}
-	return rec, nil
-}
-
-// NotAwaitingReviewError: the delivery exists but is not waiting for a
-// decision (still delivering, or finished). Nothing was changed.
-type NotAwaitingReviewError struct {
-	Key   string
-	State workflows.State
-	// Ended, for a run the server terminated or timed out, is which and when.
-	Ended *workflows.RunEnded
-}
-
-func (e *NotAwaitingReviewError) Error() string {
-	switch {
-	case e.Ended != nil:
-		return fmt.Sprintf("delivery %s is not awaiting review: its run %s was %s at %s, so nothing can decide it; "+
-			"to move on, deliver the operation again (courier deliver, same payload): the new run parks for review "+
-			"naming this run wherever a repeat could apply it twice",
-			e.Key, e.Ended.RunID, strings.ReplaceAll(string(e.Ended.How), "_", " "), e.Ended.At.UTC().Format(time.RFC3339))
-	case e.State == workflows.State(workflows.StatusCanceled):
-		return fmt.Sprintf("delivery %s is not awaiting review: it was canceled, so nothing can decide it; "+
-			"to move on, deliver the operation again (courier deliver, same payload)", e.Key)
-	}
-	return fmt.Sprintf("delivery %s is not awaiting review (state %s): there is nothing to decide", e.Key, e.State)
-}
-
-// ReviewRefusedError: the workflow's validator refused the decision.
-// Nothing was changed.
-type ReviewRefusedError struct {
-	Key    string
-	Reason string
-}
-
-func (e *ReviewRefusedError) Error() string {
-	return fmt.Sprintf("review of %s refused: %s", e.Key, e.Reason)
-}
-
-func (s *Client) reviewError(ctx context.Context, key string, err error) error {
-	var nf *serviceerror.NotFound
-	var app *temporal.ApplicationError
-	switch {
-	case errors.As(err, &nf):
-		// A closed delivery takes no update; an unknown one has no status.
-		st, serr := s.Status(ctx, key)
-		if serr != nil {
-			return serr
-		}
-		return &NotAwaitingReviewError{Key: key, State: st.State, Ended: st.Ended}
-	case errors.As(err, &app):
-		// The validator runs against the workflow's state; say which
-		// state when that is what it objected to.
-		if st, serr := s.Status(ctx, key); serr == nil && st.State != workflows.StateAwaitingReview {
-			return &NotAwaitingReviewError{Key: key, State: st.State, Ended: st.Ended}
-		}
-		return &ReviewRefusedError{Key: key, Reason: app.Message()}
-	}
-	return fmt.Errorf("review %s: %w", key, err)
-}
-
-// Delivery is one line of a listing.
-type Delivery struct {
-	Key         string `json:"key"`
-	Destination string `json:"destination"`
-	Operation   string `json:"operation"`
-	BusinessID  string `json:"business_id"`
-	State       string `json:"state"`
-	// Held, for a paused or circuit_open delivery, is why it waits, as
-	// its destination's gate says now.
-	Held       string    `json:"held,omitempty"`
-	Started    time.Time `json:"started"`
-	WorkflowID string    `json:"workflow_id"`
-}
-
-// ListStates are the states a listing can filter on: CourierState is
-// published when a delivery starts (delivering), is held at its
-// destination (paused, circuit_open), parks (awaiting_review) and finishes
-// (its status). Retry waits and lookups show as delivering.
-var ListStates = []string{
-	string(workflows.StateDelivering), string(workflows.StatePaused), string(workflows.StateCircuitOpen),
-	string(workflows.StateAwaitingReview),
-	string(workflows.StatusCreated), string(workflows.StatusDuplicate), string(workflows.StatusConflict),
-	string(workflows.StatusRejected), string(workflows.StatusAttemptLimit),
-	string(workflows.StatusDeliveredByReview), string(workflows.StatusAbandoned), string(workflows.StatusCanceled),
-}
-
-// waitingStates are the ListStates of running deliveries.
-var waitingStates = []string{
-	string(workflows.StateDelivering), string(workflows.StatePaused), string(workflows.StateCircuitOpen),
-	string(workflows.StateAwaitingReview),
-}
-
-// ListOptions filter a listing; zero values match everything.
-type ListOptions struct {
-	State       string // one of ListStates
-	Destination string
-	// Limit caps the number of deliveries returned; 0 is no cap.
-	Limit int
-}
-
-// Query is the visibility query for these options, as typed in the web UI's
-// search box or `temporal workflow list --query`.
-func (o ListOptions) Query() string {
-	q := fmt.Sprintf("WorkflowType = %q", workflows.WorkflowType)
-	if o.State != "" {
-		q += fmt.Sprintf(" AND %s = %q", workflows.SAState.GetName(), o.State)
-		if slices.Contains(waitingStates, o.State) {
-			// A run terminated while waiting keeps the state it last
-			// published; only a running one is still waiting.
-			q += ` AND ExecutionStatus = "Running"`
-		}
-	}
-	if o.Destination != "" {
-		q += fmt.Sprintf(" AND %s = %q", workflows.SADestination.GetName(), o.Destination)
-	}
-	return q
-}
-
-// ListAwaitingReview lists the deliveries waiting for a decision.
-func (s *Client) ListAwaitingReview(ctx context.Context) ([]Delivery, error) {
-	return s.List(ctx, ListOptions{State: string(workflows.StateAwaitingReview)})
-}
-
-// List lists deliveries, newest first, through the visibility store: it
-// lags the workflows by a moment, so a delivery that just parked may take
-// a second to show up.
-func (s *Client) List(ctx context.Context, o ListOptions) ([]Delivery, error) {
-	if o.State != "" && !slices.Contains(ListStates, o.State) {
-		return nil, &InvalidRequestError{fmt.Errorf("state %q unknown; use one of %s", o.State, strings.Join(ListStates, ", "))}
-	}
-	var out []Delivery
-	var token []byte
-	for {
-		resp, err := s.c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: o.Query(), NextPageToken: token})
-		if err != nil {
-			return nil, fmt.Errorf("list deliveries: %w", err)
-		}
-		for _, e := range resp.Executions {
-			fields := e.GetSearchAttributes().GetIndexedFields()
-			get := func(k temporal.SearchAttributeKeyKeyword) string {
-				var v string
-				if p := fields[k.GetName()]; p != nil {
-					_ = converter.GetDefaultDataConverter().FromPayload(p, &v)
-				}
-				return v
-			}
-			out = append(out, Delivery{
-				Key: get(workflows.SAKey), Destination: get(workflows.SADestination),
-				Operation: get(workflows.SAOperation), BusinessID: get(workflows.SABusinessID),
-				State: get(workflows.SAState), Started: e.GetStartTime().AsTime(),
-				WorkflowID: e.GetExecution().GetWorkflowId(),
-			})
-			if o.Limit > 0 && len(out) == o.Limit {
-				return s.withHolds(ctx, out), nil
-			}
-		}
-		if token = resp.NextPageToken; len(token) == 0 {
-			return s.withHolds(ctx, out), nil
-		}
-	}
-}
-
-// withHolds says why each held delivery waits, from its destination's gate.
-func (s *Client) withHolds(ctx context.Context, ds []Delivery) []Delivery {
-	why := map[string]string{}
-	for i, d := range ds {
-		if d.State != string(workflows.StatePaused) && d.State != string(workflows.StateCircuitOpen) {
-			continue
-		}
-		reason, ok := why[d.Destination]
-		if !ok {
-			if g, err := s.gate(ctx, d.Destination); err == nil {
-				if h, _ := g.Hold(time.Now()); h != nil {
-					reason = strings.ReplaceAll(h.State, "_", " ") + ": " + h.Reason
-				}
-			}
-			why[d.Destination] = reason
-		}
-		ds[i].Held = reason
-	}
-	return ds
-}
-
 // Summary is the web UI's one-line summary of a delivery.
 func Summary(op opkey.Operation) string {
 	s := fmt.Sprintf("%s → %s · %s", op.Operation, op.Destination, op.BusinessID)
@@ -658,14 +369,6 @@ func Summary(op opkey.Operation) string {
 		s += " (" + op.Tenant + ")"
 	}
 	return s
-}
-
-func notFound(key string, err error) error {
-	var nf *serviceerror.NotFound
-	if errors.As(err, &nf) {
-		return fmt.Errorf("%w: %s", ErrUnknownKey, key)
-	}
-	return err
 }
 
 func short(fp string) string {

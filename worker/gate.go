@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	batchpb "go.temporal.io/api/batch/v1"
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
@@ -19,6 +18,8 @@ import (
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/destinations"
+	"github.com/abde64c9/courier/internal/text"
+	"github.com/abde64c9/courier/internal/visibility"
 	"github.com/abde64c9/courier/workflows"
 )
 
@@ -122,24 +123,14 @@ func (g *Gate) readAll(ctx context.Context) error {
 		memo *commonpb.Memo
 	}
 	runs := map[string]latest{}
-	var token []byte
-	for {
-		resp, err := g.c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-			Query:         workflows.GateRunsQuery,
-			NextPageToken: token,
-		})
+	for e, err := range visibility.Executions(ctx, g.c, &workflowservice.ListWorkflowExecutionsRequest{Query: workflows.GateRunsQuery}) {
 		if err != nil {
 			return fmt.Errorf("list the destinations' gates: %w", err)
 		}
-		for _, e := range resp.GetExecutions() {
-			name := strings.TrimPrefix(e.GetExecution().GetWorkflowId(), workflows.DestinationIDPrefix)
-			run := workflows.GateRun{Status: e.GetStatus(), CloseTime: e.GetCloseTime().AsTime()}
-			if l, ok := runs[name]; !ok || workflows.LatestGateRun(l.run, run) {
-				runs[name] = latest{run, e.GetMemo()}
-			}
-		}
-		if token = resp.GetNextPageToken(); len(token) == 0 {
-			break
+		name := strings.TrimPrefix(e.GetExecution().GetWorkflowId(), workflows.DestinationIDPrefix)
+		run := workflows.GateRun{Status: e.GetStatus(), CloseTime: e.GetCloseTime().AsTime()}
+		if l, ok := runs[name]; !ok || workflows.LatestGateRun(l.run, run) {
+			runs[name] = latest{run, e.GetMemo()}
 		}
 	}
 	got := map[string]*workflows.DestinationState{}
@@ -249,7 +240,7 @@ func (g *Gate) Report(ctx context.Context, dest, key string, out activities.Outc
 		return
 	}
 	// What it observed only: the gate takes the breaker from the destinations file.
-	r := workflows.Report{Class: out.Class, Key: key, At: time.Now(), Error: excerpt(out.Error, 200)}
+	r := workflows.Report{Class: out.Class, Key: key, At: time.Now(), Error: text.Excerpt(out.Error, 200)}
 	_, err = g.c.SignalWithStartWorkflow(ctx, workflows.DestinationWorkflowID(dest), workflows.SignalReport, r,
 		client.StartWorkflowOptions{ID: workflows.DestinationWorkflowID(dest), TaskQueue: workflows.TaskQueue},
 		workflows.DestinationWorkflowType, workflows.DestinationInput{Name: dest})
@@ -278,14 +269,12 @@ func (g *Gate) Release(ctx context.Context, dest string) error {
 		return err
 	}
 	query := workflows.HeldQuery(dest)
-	_, err = g.c.WorkflowService().StartBatchOperation(ctx, &workflowservice.StartBatchOperationRequest{
-		Namespace: g.namespace, JobId: "release-" + dest + "-" + uuid.NewString()[:8],
-		VisibilityQuery: query, Reason: "courier: " + dest + " may be sent to again",
-		MaxOperationsPerSecond: float32(rps),
-		Operation: &workflowservice.StartBatchOperationRequest_SignalOperation{SignalOperation: &batchpb.BatchOperationSignal{
-			Signal: workflows.SignalRelease, Input: payloads, Identity: "courier-gate",
-		}},
-	})
+	_, err = g.c.WorkflowService().StartBatchOperation(ctx, visibility.SignalJob{
+		Namespace: g.namespace, JobID: "release-" + dest + "-" + uuid.NewString()[:8],
+		Query: query, Reason: "courier: " + dest + " may be sent to again",
+		PerSecond: rps,
+		Signal:    workflows.SignalRelease, Input: payloads, Identity: "courier-gate",
+	}.Request())
 	if err != nil {
 		return fmt.Errorf("release the deliveries held at %s: %w", dest, err)
 	}
@@ -307,11 +296,4 @@ func (g *Gate) watch(ctx context.Context) {
 		case <-t.C:
 		}
 	}
-}
-
-func excerpt(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "") + "…"
 }

@@ -7,12 +7,14 @@ import (
 	"strings"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/destinations"
+	"github.com/abde64c9/courier/internal/visibility"
 	"github.com/abde64c9/courier/workflows"
 )
 
@@ -42,11 +44,17 @@ func (r earlierRuns) Earlier(ctx context.Context, workflowID, runID string) ([]a
 		Query:    fmt.Sprintf("WorkflowId = '%s'", strings.ReplaceAll(workflowID, "'", "")),
 		PageSize: maxEarlierRuns,
 	}
-	resp, err := r.c.ListWorkflow(ctx, req)
-	if err != nil {
-		return nil, fmt.Errorf("list runs of %s: %w", workflowID, err)
+	// One full page holds them all: stopping at the bound reads no other.
+	var execs []*workflowpb.WorkflowExecutionInfo
+	for e, err := range visibility.Executions(ctx, r.c, req) {
+		if err != nil {
+			return nil, fmt.Errorf("list runs of %s: %w", workflowID, err)
+		}
+		if execs = append(execs, e); len(execs) == maxEarlierRuns {
+			break
+		}
 	}
-	for _, e := range resp.GetExecutions() {
+	for _, e := range execs {
 		id := e.GetExecution().GetRunId()
 		if id == runID || e.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 			continue

@@ -12,6 +12,7 @@ import (
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/internal/text"
 	"github.com/abde64c9/courier/opkey"
 )
 
@@ -215,7 +216,7 @@ func (d *delivery) setup(ctx workflow.Context) error {
 			ch.Receive(ctx, &raw)
 			var rd ReviewDecision
 			if err := converter.GetDefaultDataConverter().FromPayload(raw.Payload(), &rd); err != nil {
-				d.record(ctx, ReviewRecord{Via: "signal", Reason: excerpt("not a review decision: "+err.Error(), maxReasonLen)})
+				d.record(ctx, ReviewRecord{Via: "signal", Reason: text.Excerpt("not a review decision: "+err.Error(), maxReasonLen)})
 				continue
 			}
 			d.receiveReview(ctx, rd, "signal")
@@ -254,11 +255,7 @@ func (d *delivery) checkDeliver(r DeliverRequest) error {
 }
 
 func (d *delivery) status() DeliveryStatus {
-	st := DeliveryStatus{State: d.state, Operation: d.in.Operation, DeliveryResult: d.res, Hold: d.held}
-	if d.res.Status != "" {
-		st.State = State(d.res.Status)
-	}
-	return st
+	return DeliveryStatus{State: d.res.StateOr(d.state), Operation: d.in.Operation, DeliveryResult: d.res, Hold: d.held}
 }
 
 // settled: final, or parked waiting for a decision.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/internal/text"
 	"github.com/abde64c9/courier/opkey"
 )
 
@@ -58,7 +59,7 @@ func (d *delivery) details() string {
 				b.WriteString(fmt.Sprintf(", HTTP %d", at.StatusCode))
 			}
 			if at.Error != "" {
-				b.WriteString(", " + code(excerpt(at.Error, detailErrorLen)))
+				b.WriteString(", " + code(text.Excerpt(at.Error, detailErrorLen)))
 			}
 			b.WriteString(fmt.Sprintf(" (%s, %s)", at.Started.UTC().Format(time.TimeOnly), at.Ended.Sub(at.Started).Round(time.Millisecond)))
 		}
@@ -116,9 +117,9 @@ func (d *delivery) headline() string {
 			return fmt.Sprintf("%s: decided by %s: %s", st, code(rec.Reviewer), code(rec.Note))
 		}
 	case d.res.Status == StatusCanceled:
-		return st + ": " + code(excerpt(d.res.Error, detailErrorLen))
+		return st + ": " + code(text.Excerpt(d.res.Error, detailErrorLen))
 	case d.res.Status != "":
-		return st + ": nothing was delivered: " + code(excerpt(d.res.Error, detailErrorLen))
+		return st + ": nothing was delivered: " + code(text.Excerpt(d.res.Error, detailErrorLen))
 	case d.waiting():
 		return st + ": " + d.reason
 	case d.held != nil:

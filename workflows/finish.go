@@ -25,10 +25,7 @@ func (d *delivery) event(ctx workflow.Context, attempt int, name, detail string)
 }
 
 func (d *delivery) stateName() string {
-	if d.res.Status != "" {
-		return string(d.res.Status)
-	}
-	return string(d.state)
+	return string(d.res.StateOr(d.state))
 }
 
 // setState changes the state and what the web UI shows; it writes no history.

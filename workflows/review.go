@@ -8,13 +8,13 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/internal/text"
 )
 
 // review parks the delivery until a valid decision arrives. It never guesses:
@@ -191,7 +191,7 @@ func (d *delivery) receiveReview(ctx workflow.Context, rd ReviewDecision, via st
 	}
 	rec := ReviewRecord{ReviewDecision: rd.Excerpt(), Via: via}
 	if err := d.checkReview(rd); err != nil {
-		rec.Reason = excerpt(err.Error(), maxReasonLen)
+		rec.Reason = text.Excerpt(err.Error(), maxReasonLen)
 	} else {
 		rec.Accepted = true
 		d.decision = &rd
@@ -228,14 +228,3 @@ func (d *delivery) record(ctx workflow.Context, rec ReviewRecord) ReviewRecord {
 // maxReasonLen bounds why an ignored decision was ignored; the reason may
 // quote what was sent.
 const maxReasonLen = 512
-
-// excerpt cuts s to at most n bytes (and "…"), on a rune boundary.
-func excerpt(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/internal/text"
 	"github.com/abde64c9/courier/opkey"
 )
 
@@ -165,11 +166,11 @@ func (d ReviewDecision) Validate() error {
 // them; a cut field ends in "…".
 func (d ReviewDecision) Excerpt() ReviewDecision {
 	return ReviewDecision{
-		Decision:   excerpt(d.Decision, MaxDecisionLen),
-		Reviewer:   excerpt(d.Reviewer, MaxReviewerLen),
-		Note:       excerpt(d.Note, MaxNoteLen),
-		ResourceID: excerpt(d.ResourceID, MaxResourceIDLen),
-		BatchJob:   excerpt(d.BatchJob, MaxBatchJobLen),
+		Decision:   text.Excerpt(d.Decision, MaxDecisionLen),
+		Reviewer:   text.Excerpt(d.Reviewer, MaxReviewerLen),
+		Note:       text.Excerpt(d.Note, MaxNoteLen),
+		ResourceID: text.Excerpt(d.ResourceID, MaxResourceIDLen),
+		BatchJob:   text.Excerpt(d.BatchJob, MaxBatchJobLen),
 	}
 }
 
@@ -232,6 +233,15 @@ type DeliveryResult struct {
 	// Error says why a delivery ended without an effect (rejected, conflict,
 	// attempt_limit: the last cause).
 	Error string `json:"error,omitempty"`
+}
+
+// StateOr is the state a delivery reports: once finished, its final status
+// is its state; while it runs, the state it is in.
+func (r DeliveryResult) StateOr(running State) State {
+	if r.Status != "" {
+		return State(r.Status)
+	}
+	return running
 }
 
 // LeftNoEffect reports whether this finished delivery provably applied

@@ -27,6 +27,7 @@ import (
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/destinations"
+	"github.com/abde64c9/courier/internal/text"
 )
 
 const (
@@ -340,14 +341,15 @@ func scalarText(v any) string {
 	return ""
 }
 
-// excerpt quotes the start of an error body for Outcome.Error.
+// excerpt quotes the start of an error body for Outcome.Error, on one
+// line; invalid UTF-8 (a binary body) is dropped before it is cut.
 func excerpt(body []byte) string {
-	s := strings.Join(strings.Fields(string(body)), " ")
+	s := strings.Join(strings.Fields(strings.ToValidUTF8(string(body), "")), " ")
 	if s == "" {
 		return ""
 	}
 	if len(s) > maxErrorBody {
-		s = strings.ToValidUTF8(s[:maxErrorBody], "") + "..."
+		s = text.Cut(s, maxErrorBody) + "..."
 	}
 	return ": " + s
 }

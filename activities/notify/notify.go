@@ -16,6 +16,7 @@ import (
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/destinations"
+	"github.com/abde64c9/courier/internal/text"
 )
 
 // Webhook posts notices to one notifier.
@@ -31,6 +32,9 @@ var _ activities.Notifier = (*Webhook)(nil)
 
 // timeout bounds one POST; the activity's retry policy does the rest.
 const timeout = 10 * time.Second
+
+// maxAnswer bounds how much of a refusing notifier's answer is quoted.
+const maxAnswer = 256
 
 // New builds the webhook, reading its secret once: a missing one stops the
 // worker at start.
@@ -144,8 +148,9 @@ func (w *Webhook) post(ctx context.Context, notice any) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
-		excerpt, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
-		return fmt.Errorf("notifier answered %s: %s", resp.Status, bytes.TrimSpace(excerpt))
+		// One byte past the bound tells a cut from an answer that fits.
+		answer, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
+		return fmt.Errorf("notifier answered %s: %s", resp.Status, strings.TrimSpace(text.Cut(string(answer), maxAnswer)))
 	}
 	return nil
 }

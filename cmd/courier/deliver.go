@@ -71,13 +71,11 @@ func deliver(ctx context.Context, s *starter.Client, in workflows.DeliveryInput,
 	var conflict *starter.ConflictError
 	if errors.As(err, &conflict) {
 		// Nothing ran for this request; say so in the same shape as a result.
-		st = workflows.DeliveryStatus{
-			State: workflows.State(workflows.StatusConflict), Operation: in.Operation,
-			DeliveryResult: workflows.DeliveryResult{
-				Key: conflict.Key, Fingerprint: conflict.RequestFingerprint, Status: workflows.StatusConflict,
-				Attempts: []workflows.Attempt{}, Events: []workflows.Event{}, Error: conflict.Error(),
-			},
+		res := workflows.DeliveryResult{
+			Key: conflict.Key, Fingerprint: conflict.RequestFingerprint, Status: workflows.StatusConflict,
+			Attempts: []workflows.Attempt{}, Events: []workflows.Event{}, Error: conflict.Error(),
 		}
+		st = workflows.DeliveryStatus{State: res.StateOr(""), Operation: in.Operation, DeliveryResult: res}
 		if perr := cli.PrintJSON(os.Stdout, st); perr != nil {
 			return perr
 		}

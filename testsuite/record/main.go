@@ -41,6 +41,7 @@ import (
 
 	"github.com/abde64c9/courier/devserver"
 	"github.com/abde64c9/courier/internal/lab"
+	"github.com/abde64c9/courier/internal/visibility"
 	"github.com/abde64c9/courier/internal/wftest"
 	"github.com/abde64c9/courier/testsuite"
 	"github.com/abde64c9/courier/workflows"
@@ -163,22 +164,15 @@ func newExecutions(ctx context.Context, c client.Client, seen map[string]bool) (
 	var last []*workflowExecution
 	for range 30 {
 		var got []*workflowExecution
-		var token []byte
-		for {
-			resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-				Query: fmt.Sprintf("WorkflowType = %q", workflows.WorkflowType), NextPageToken: token})
+		for e, err := range visibility.Executions(ctx, c, &workflowservice.ListWorkflowExecutionsRequest{
+			Query: fmt.Sprintf("WorkflowType = %q", workflows.WorkflowType)}) {
 			if err != nil {
 				return nil, fmt.Errorf("list workflows: %w", err)
 			}
-			for _, e := range resp.Executions {
-				id := e.GetExecution().GetWorkflowId() + "/" + e.GetExecution().GetRunId()
-				if !seen[id] {
-					got = append(got, &workflowExecution{id: e.GetExecution().GetWorkflowId(),
-						runID: e.GetExecution().GetRunId(), started: e.GetStartTime().AsTime()})
-				}
-			}
-			if token = resp.NextPageToken; len(token) == 0 {
-				break
+			id := e.GetExecution().GetWorkflowId() + "/" + e.GetExecution().GetRunId()
+			if !seen[id] {
+				got = append(got, &workflowExecution{id: e.GetExecution().GetWorkflowId(),
+					runID: e.GetExecution().GetRunId(), started: e.GetStartTime().AsTime()})
 			}
 		}
 		if last != nil && len(got) == len(last) {

@@ -1,0 +1,225 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/abde64c9/courier/contract"
+)
+
+// HeartbeatTimeout is how soon Temporal declares an attempt lost when its
+// worker stops heartbeating (crashed, killed, cut off), whatever the
+// attempt's own timeout.
+const HeartbeatTimeout = 10 * time.Second
+
+// heartbeatEvery paces the attempt's heartbeats. The first comes only after
+// this long, so an attempt that answers sooner costs the server nothing; the
+// SDK throttles the later ones to about 80% of HeartbeatTimeout.
+const heartbeatEvery = 2 * time.Second
+
+// prepare finds the adapter and fills in the contract the request runs
+// under: the recorded one, else the worker's current one, whose terms it
+// returns to be recorded. Then it starts heartbeating until stop.
+func (a *Activities) prepare(ctx context.Context, req *Request) (_ Adapter, current *Terms, stop func(), _ error) {
+	ad, err := a.adapter(req.Destination)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if req.Contract == nil {
+		t := a.terms(req.Destination)
+		if t.Contract == nil {
+			return nil, nil, nil, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("destination %q has no contract on this worker", req.Destination), ErrUnknownDestination, nil)
+		}
+		req.Contract, current = t.Contract, &t
+	}
+	return ad, current, heartbeat(ctx), nil
+}
+
+// Attempt makes one attempt at the destination. Its result is recorded in
+// history, so the workflow's decision replays exactly.
+func (a *Activities) Attempt(ctx context.Context, req Request) (Outcome, error) {
+	ad, current, stop, err := a.prepare(ctx, &req)
+	if err != nil {
+		return Outcome{}, err
+	}
+	defer stop()
+	var probe bool
+	if a.Gate != nil {
+		var hold *Hold
+		var err error
+		hold, probe, err = a.Gate.Admit(ctx, req.Destination, req.Key, req.Released)
+		if err != nil {
+			// Not knowing is not a reason to send: look again soon.
+			hold = &Hold{State: "circuit_open", Reason: "the destination's gate could not be read: " + err.Error(), Until: time.Now().Add(10 * time.Second)}
+		}
+		if hold != nil {
+			return held(ctx, req, hold, current), nil
+		}
+	}
+	ctx, cancel := a.cutShortOnStop(ctx)
+	defer cancel()
+	out, checked := a.guard(ctx, req)
+	if checked {
+		looked := out.EarlierRunsChecked
+		out = nameTheOriginal(ad.Deliver(ctx, req))
+		out.EarlierRunsChecked = looked
+		if a.Gate != nil {
+			a.Gate.Report(ctx, req.Destination, req.Key, out)
+		}
+		if probe && out.Class.FoundDown() && out.Class.NothingApplied() {
+			// The breaker's probe, not the delivery's attempt: it found the
+			// destination still down and applied nothing, so the delivery
+			// spends nothing on it. Anything else it found counts.
+			h := &Hold{State: "circuit_open", Since: time.Now(), Reason: "the breaker's probe found it still down: " + out.Error}
+			if b := a.Contracts[req.Destination].Breaker; b != nil {
+				h.Until = h.Since.Add(b.CoolDown.D()) // the breaker's next probe
+			}
+			return held(ctx, req, h, current), nil
+		}
+	}
+	out.Terms = current
+	activity.GetLogger(ctx).Info("attempt finished",
+		"key", req.Key, "destination", req.Destination, "attempt", req.Attempt,
+		"class", out.Class, "status_code", out.StatusCode, "error", out.Error)
+	return out, nil
+}
+
+// nameTheOriginal holds a replay to what a duplicate promises: the
+// original effect's id. An answer read as a replay that names none says the
+// effect exists without saying which it is, so it is an unknown outcome
+// (retried under the same key, or reviewed), never a duplicate.
+func nameTheOriginal(out Outcome) Outcome {
+	switch {
+	case out.Class == contract.ClassReplayed && (out.Receipt == nil || out.Receipt.ResourceID == ""):
+		out.Class = contract.ClassUnknown
+		out.Error = fmt.Sprintf("HTTP %d was read as a replay but names no resource id%s: Courier cannot name the original effect; "+
+			"declare where the replay's id is (receipt.id, or the rule's receipt.id)", out.StatusCode, readsText(out.Reads))
+		out.Receipt = nil
+	case out.Receipt != nil && out.Class == contract.ClassReplayed:
+		out.Receipt.Source = SourceReplayed
+	case out.Receipt != nil && out.Class == contract.ClassCreated:
+		out.Receipt.Source = SourceCreated
+	}
+	return out
+}
+
+// readsText lists what was read where, for an error: " (read receipt.id
+// /id: (absent))".
+func readsText(reads []Read) string {
+	if len(reads) == 0 {
+		return ""
+	}
+	parts := make([]string, len(reads))
+	for i, r := range reads {
+		parts[i] = strings.TrimSpace(r.Field + " " + r.Pointer + ": " + r.Value)
+	}
+	return " (read " + strings.Join(parts, "; ") + ")"
+}
+
+// held is the outcome of an attempt the gate held back.
+func held(ctx context.Context, req Request, h *Hold, current *Terms) Outcome {
+	activity.GetLogger(ctx).Info("attempt held", "key", req.Key, "destination", req.Destination, "state", h.State, "reason", h.Reason)
+	return Outcome{Class: contract.ClassHeld, Hold: h, Error: "not sent: " + h.Reason, Terms: current}
+}
+
+// maxEarlierRunsNamed bounds the runs an earlier_run outcome names.
+const maxEarlierRunsNamed = 5
+
+// guard refuses to send when an earlier run of this workflow ID may have
+// applied the effect and the destination would not recognise a repeat of
+// it. ok is true when the attempt may send. Whether there are earlier runs
+// is read from the server, whatever the run's memo or input say (any
+// client may set those); a destination that remembers keys for ever costs
+// nothing here, and a run reads its earlier runs once.
+func (a *Activities) guard(ctx context.Context, req Request) (_ Outcome, ok bool) {
+	c := req.Contract
+	if c.DeduplicatesForever() || req.EarlierRunsChecked {
+		return Outcome{}, true
+	}
+	if a.Runs == nil {
+		return Outcome{Class: contract.ClassNotSent, Error: "not sent: this worker cannot read earlier runs"}, false
+	}
+	info := activity.GetInfo(ctx)
+	runs, err := a.Runs.Earlier(ctx, info.WorkflowExecution.ID, info.WorkflowExecution.RunID)
+	if err != nil {
+		return Outcome{Class: contract.ClassNotSent, Error: fmt.Sprintf("not sent: reading earlier runs failed: %v", err)}, false
+	}
+	var blocking []EarlierRun
+	for _, r := range runs {
+		if r.NothingApplied || slices.Contains(req.AcknowledgedRuns, r.RunID) ||
+			(!r.FirstAttempt.IsZero() && c.DeduplicatesRepeat(time.Since(r.FirstAttempt))) {
+			continue
+		}
+		if len(blocking) < maxEarlierRunsNamed {
+			blocking = append(blocking, r)
+		}
+	}
+	if len(blocking) == 0 {
+		return Outcome{EarlierRunsChecked: true}, true
+	}
+	names := make([]string, len(blocking))
+	for i, r := range blocking {
+		names[i] = r.String()
+	}
+	return Outcome{
+		Class:       contract.ClassEarlierRun,
+		EarlierRuns: blocking,
+		Error: fmt.Sprintf("not sent: this is not the operation's first run, and %s may have applied it: "+
+			"dedup %s would not recognise a repeat", strings.Join(names, "; "), c.Dedup),
+	}, false
+}
+
+// cutShortOnStop cancels ctx StopGrace after the worker starts stopping, so
+// that an attempt still running reports its outcome while the worker can
+// still send it, instead of being found lost at its heartbeat timeout.
+func (a *Activities) cutShortOnStop(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	if a.StopGrace <= 0 {
+		return ctx, cancel
+	}
+	stopping := activity.GetWorkerStopChannel(ctx)
+	go func() {
+		select {
+		case <-stopping:
+		case <-ctx.Done():
+			return
+		}
+		t := time.NewTimer(a.StopGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			activity.GetLogger(ctx).Warn("worker stopping: attempt cut short")
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+// heartbeat tells Temporal the attempt's worker is alive until stop is
+// called, so a lost worker is noticed within HeartbeatTimeout.
+func heartbeat(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(heartbeatEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				activity.RecordHeartbeat(ctx)
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}

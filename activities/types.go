@@ -1,0 +1,214 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/abde64c9/courier/contract"
+)
+
+// Error types the workflow can tell apart.
+const (
+	// ErrUnknownDestination: the worker has no adapter for the destination.
+	ErrUnknownDestination = "UnknownDestination"
+	// ErrLookupUnreadable: a lookup's answer could not be read as the
+	// destination declares, so it says neither found nor not found.
+	ErrLookupUnreadable = "LookupUnreadable"
+)
+
+// ErrUnreadable marks an adapter's error for an answer it could not read
+// as the destination declares: not a failure that passes, but a reading
+// that does not fit the destination.
+var ErrUnreadable = errors.New("the answer cannot be read as the destinations file declares")
+
+// Where a receipt came from.
+const (
+	// SourceCreated: the attempt's own answer, which made the effect.
+	SourceCreated = "created"
+	// SourceReplayed: the destination recognised the key and named the
+	// original effect.
+	SourceReplayed = "replayed"
+	// SourceLookup: a lookup found the original effect.
+	SourceLookup = "lookup"
+	// SourceReview: a reviewer found the effect and named it.
+	SourceReview = "review"
+)
+
+// Request is one attempt's input. It carries the payload and the derived key,
+// never a credential.
+type Request struct {
+	Key         string          `json:"key"`
+	Fingerprint string          `json:"fingerprint"`
+	Tenant      string          `json:"tenant,omitempty"`
+	Destination string          `json:"destination"`
+	Operation   string          `json:"operation"`
+	BusinessID  string          `json:"business_id"`
+	Payload     json.RawMessage `json:"payload"`
+	Attempt     int             `json:"attempt"`
+	// Contract is the one the delivery recorded with its first attempt.
+	// The first attempt leaves it out and runs under the worker's current
+	// contract, which its Outcome then carries into history.
+	Contract *contract.Contract `json:"contract,omitempty"`
+	// EarlierRunsChecked: an earlier attempt of this run (not a reset)
+	// found no earlier run that stops it, so this one need not look again.
+	// The workflow derives it from its recorded outcomes, never from what
+	// a caller set.
+	EarlierRunsChecked bool `json:"earlier_runs_checked,omitempty"`
+	// AcknowledgedRuns are earlier runs a reviewer has seen and, deciding
+	// retry, allowed this run to send past.
+	AcknowledgedRuns []string `json:"acknowledged_runs,omitempty"`
+	// Released: the destination's gate has just released the delivery, so
+	// the attempt reads the gate afresh rather than from a worker's copy.
+	Released bool `json:"released,omitempty"`
+}
+
+// ContractOr is the contract the request runs under: the recorded one, or
+// def (the adapter's configured one) for a request that carries none.
+func (r Request) ContractOr(def contract.Contract) contract.Contract {
+	if r.Contract != nil {
+		return *r.Contract
+	}
+	return def
+}
+
+// Receipt is what the destination returned for the effect: for a
+// duplicate, the original effect as the destination's replay, a lookup or
+// a reviewer named it (Source).
+type Receipt struct {
+	ResourceID string          `json:"resource_id"`
+	Status     string          `json:"status,omitempty"`
+	StatusCode int             `json:"status_code,omitempty"`
+	Replayed   bool            `json:"replayed"`
+	Source     string          `json:"source,omitempty"`
+	Body       json.RawMessage `json:"body,omitempty"`
+}
+
+// Read is a value an adapter read at a declared place in an answer. The
+// probe shows them; they are never recorded.
+type Read struct {
+	// Field is the destinations file's field that declared the place, e.g.
+	// "rules[0].receipt.id" or "lookup.items".
+	Field   string `json:"field"`
+	Pointer string `json:"pointer,omitempty"`
+	// Value is what was there, as text; "(absent)" when nothing was.
+	Value string `json:"value"`
+}
+
+// Outcome is one attempt's classified result. An adapter always returns one:
+// transport failures are facts to classify, not activity errors.
+type Outcome struct {
+	Class      contract.Class `json:"class"`
+	StatusCode int            `json:"status_code,omitempty"`
+	Receipt    *Receipt       `json:"receipt,omitempty"`
+	Error      string         `json:"error,omitempty"`
+	// RetryAfter is the destination's own pacing (Retry-After), if any.
+	RetryAfter time.Duration `json:"retry_after,omitempty"`
+	// Terms are what the attempt ran under, when the request carried no
+	// contract: the delivery records them with its first attempt and
+	// decides from them.
+	Terms *Terms `json:"terms,omitempty"`
+	// EarlierRuns, with class earlier_run, are the runs that stopped it.
+	EarlierRuns []EarlierRun `json:"earlier_runs,omitempty"`
+	// EarlierRunsChecked: the attempt looked at the workflow ID's earlier
+	// runs and none stopped it.
+	EarlierRunsChecked bool `json:"earlier_runs_checked,omitempty"`
+	// Hold, with class held, is why nothing was sent.
+	Hold *Hold `json:"hold,omitempty"`
+	// Reads show how the answer was read, for the probe.
+	Reads []Read `json:"-"`
+}
+
+// Hold is why an attempt was not sent: its destination is paused or its
+// breaker open.
+type Hold struct {
+	State  string    `json:"state"` // paused or circuit_open, the delivery's state while held
+	Reason string    `json:"reason"`
+	Since  time.Time `json:"since"`
+	// Until is when to look again; zero: when released.
+	Until time.Time `json:"until,omitzero"`
+}
+
+// Gate holds attempts back while a destination is paused or its breaker is
+// open, across every worker; the worker implements it over Temporal.
+type Gate interface {
+	// Admit returns nil when an attempt with this key may be sent now;
+	// probe, when it goes as the breaker's one probe attempt. fresh reads
+	// the gate itself, not a copy.
+	Admit(ctx context.Context, destination, key string, fresh bool) (hold *Hold, probe bool, err error)
+	// Report tells the destination's breaker what an attempt found.
+	Report(ctx context.Context, destination, key string, out Outcome)
+	// Release tells the deliveries held at the destination to look again.
+	Release(ctx context.Context, destination string) error
+}
+
+// GateNotice tells the notifier that a destination's gate changed.
+type GateNotice struct {
+	Destination string    `json:"destination"`
+	State       string    `json:"state"`
+	Since       time.Time `json:"since"`
+	Why         string    `json:"why"`
+}
+
+// Terms are what a delivery takes from the worker's destinations file once,
+// records in its history and decides from ever after: its destination's
+// contract and who may review it.
+type Terms struct {
+	// Contract is nil when the worker has no such destination.
+	Contract  *contract.Contract `json:"contract,omitempty"`
+	Reviewers []string           `json:"reviewers,omitempty"`
+}
+
+// EarlierRun is a finished run of the same workflow ID as the current one.
+type EarlierRun struct {
+	RunID  string    `json:"run_id"`
+	Status string    `json:"status"` // the delivery's final status, or how the run closed
+	Closed time.Time `json:"closed"`
+	// FirstAttempt is when the run first wrote to the destination (zero if it
+	// never did): a key destination remembers the key from then on.
+	FirstAttempt time.Time `json:"first_attempt,omitzero"`
+	// NothingApplied: the run provably left no effect (contract.RunLeftNoEffect).
+	NothingApplied bool `json:"nothing_applied"`
+}
+
+func (r EarlierRun) String() string {
+	return fmt.Sprintf("run %s (%s, closed %s)", r.RunID, r.Status, r.Closed.UTC().Format(time.RFC3339))
+}
+
+// Runs reads the earlier runs of a workflow ID; the worker implements it
+// with its Temporal client.
+type Runs interface {
+	Earlier(ctx context.Context, workflowID, runID string) ([]EarlierRun, error)
+}
+
+// Found is a lookup's answer. Found is true only when the answer names the
+// effect: its Receipt then carries the effect's resource id.
+type Found struct {
+	Found   bool     `json:"found"`
+	Receipt *Receipt `json:"receipt,omitempty"`
+	// Reads show how the answer was read, and Listed how many records a
+	// list answer held, for the probe.
+	Reads  []Read `json:"-"`
+	Listed int    `json:"-"`
+}
+
+// Reminder asks reviewers again about a parked delivery.
+type Reminder struct {
+	Key         string `json:"key"`
+	Destination string `json:"destination"`
+	// Number is 0 when the delivery has just parked, then 1, 2, ... for
+	// each reminder.
+	Number     int    `json:"number,omitempty"`
+	Tenant     string `json:"tenant,omitempty"`
+	Operation  string `json:"operation,omitempty"`
+	BusinessID string `json:"business_id,omitempty"`
+	WorkflowID string `json:"workflow_id,omitempty"`
+	// Namespace is filled in by the activity.
+	Namespace string    `json:"namespace,omitempty"`
+	Since     time.Time `json:"since"`
+	// Reason is why it waits, in one line; Evidence, in full.
+	Reason   string `json:"reason,omitempty"`
+	Evidence string `json:"evidence"`
+}
