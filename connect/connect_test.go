@@ -47,17 +47,20 @@ func TestClientOptions(t *testing.T) {
 	require.Equal(t, "payments", opts.Namespace)
 	require.NotNil(t, opts.DataConverter, "keys set: payloads are encrypted")
 	require.NotNil(t, opts.Logger)
-	requireEncodedFailures(t, opts)
 
 	t.Setenv(codec.EnvKey, "not base64")
 	_, err = connect.ClientOptions(nil)
 	require.ErrorContains(t, err, "payload encryption: "+codec.EnvKey)
 }
 
-// requireEncodedFailures: a failure's message and stack trace leave the
-// process as ciphertext, and come back whole with the same options.
-func requireEncodedFailures(t *testing.T, opts client.Options) {
-	t.Helper()
+// TestCodecEncodesFailures: with keys set, a failure's message and stack
+// trace (its cause's too) leave the process as ciphertext, and come back
+// whole with the same options.
+func TestCodecEncodesFailures(t *testing.T) {
+	noEnv(t)
+	t.Setenv(codec.EnvKey, base64.StdEncoding.EncodeToString(make([]byte, 32)))
+	opts, err := connect.ClientOptions(nil)
+	require.NoError(t, err)
 	require.NotNil(t, opts.FailureConverter, "keys set: failures are encrypted")
 	marker := "echoed-subject-" + t.Name()
 	f := opts.FailureConverter.ErrorToFailure(temporal.NewApplicationErrorWithCause("HTTP 400 "+marker, "Rejected",

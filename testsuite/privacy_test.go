@@ -39,18 +39,7 @@ import (
 func TestEncryptedFailures(t *testing.T) {
 	ctx, rl, env := realTest(t, 3*time.Minute)
 
-	key := make([]byte, 32)
-	_, err := rand.Read(key)
-	require.NoError(t, err)
-	t.Setenv(codec.EnvKeyFile, "")
-	t.Setenv(codec.EnvKey, base64.StdEncoding.EncodeToString(key))
-	t.Setenv(codec.EnvKeyID, "test-key-1")
-	opts, err := connect.ClientOptions(testLogger)
-	require.NoError(t, err)
-	opts.HostPort, opts.Namespace = rl.Temporal.HostPort, rl.Temporal.Namespace
-	c, err := client.DialContext(ctx, opts)
-	require.NoError(t, err)
-	defer c.Close()
+	c := encryptingClient(ctx, t, rl)
 	plain := rl.Temporal.Client() // no key
 
 	// The helpdesk refuses every ticket, quoting what it was sent.
@@ -107,6 +96,29 @@ func TestEncryptedFailures(t *testing.T) {
 		require.ErrorContains(t, err, "Encoded failure")
 		require.NotContains(t, err.Error(), marker)
 	}
+}
+
+// encryptingClient sets a fresh key (id test-key-1) in the environment and
+// connects to rl's server as every Courier process does, with
+// connect.ClientOptions: payloads and failures encrypted. It closes when the
+// test ends.
+func encryptingClient(ctx context.Context, t *testing.T, rl *RealLab) client.Client {
+	t.Helper()
+	key := make([]byte, 32)
+	_, err := rand.Read(key)
+	require.NoError(t, err)
+	t.Setenv(codec.EnvKeyFile, "")
+	t.Setenv(codec.EnvKey, base64.StdEncoding.EncodeToString(key))
+	t.Setenv(codec.EnvKeyID, "test-key-1")
+	opts, err := connect.ClientOptions(testLogger)
+	require.NoError(t, err)
+	require.NotNil(t, opts.DataConverter, "the codec is on")
+	require.NotNil(t, opts.FailureConverter, "for failures too")
+	opts.HostPort, opts.Namespace = rl.Temporal.HostPort, rl.Temporal.Namespace
+	c, err := client.DialContext(ctx, opts)
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return c
 }
 
 // closedHistory returns a closed workflow's history, which must end with

@@ -2,7 +2,6 @@ package testsuite
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/base64"
 	"maps"
 	"net/http"
@@ -19,7 +18,6 @@ import (
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/codec"
-	"github.com/abde64c9/courier/connect"
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/starter"
@@ -83,20 +81,7 @@ func TestSecretNotInHistory(t *testing.T) {
 func TestEncryptedHistory(t *testing.T) {
 	ctx, rl, env := realTest(t, 2*time.Minute)
 
-	key := make([]byte, 32)
-	_, err := rand.Read(key)
-	require.NoError(t, err)
-	t.Setenv(codec.EnvKeyFile, "")
-	t.Setenv(codec.EnvKey, base64.StdEncoding.EncodeToString(key))
-	t.Setenv(codec.EnvKeyID, "test-key-1")
-	// The same wiring as every Courier process: keys from the environment.
-	opts, err := connect.ClientOptions(testLogger)
-	require.NoError(t, err)
-	require.NotNil(t, opts.DataConverter, "the codec is on")
-	opts.HostPort, opts.Namespace = rl.Temporal.HostPort, rl.Temporal.Namespace
-	c, err := client.DialContext(ctx, opts)
-	require.NoError(t, err)
-	defer c.Close()
+	c := encryptingClient(ctx, t, rl)
 	stop := startWorkers(t, c, env.Config, env.WorkerActivities(c))
 	defer stop()
 

@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,24 +23,6 @@ import (
 
 	"github.com/abde64c9/courier/codec"
 )
-
-// syncBuffer collects a process's output while it runs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // vmRSS is a process's resident memory in KiB, from /proc.
 func vmRSS(t *testing.T, pid int) int {
@@ -75,27 +56,31 @@ func TestCodecServerProcess(t *testing.T) {
 	_, err := rand.Read(key)
 	require.NoError(t, err)
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, codec.EnvKey + "=" + base64.StdEncoding.EncodeToString(key)}
-	run := func(args ...string) (*exec.Cmd, *syncBuffer) {
+	run := func(args ...string) *exec.Cmd {
 		cmd := exec.Command(bin, append([]string{"codec-server"}, args...)...)
-		out := &syncBuffer{}
-		cmd.Env, cmd.Stdout, cmd.Stderr = env, out, out
-		return cmd, out
+		cmd.Env = env
+		return cmd
 	}
 
 	// Without a token, or without auth off a loopback address: no start.
-	cmd, out := run("--addr", closedPort(t))
-	require.Error(t, cmd.Run())
-	require.Contains(t, out.String(), "no token: anyone who reaches the codec server could decrypt")
-	cmd, out = run("--addr", "0.0.0.0:0", "--insecure-no-auth")
-	require.Error(t, cmd.Run())
-	require.Contains(t, out.String(), "only on a loopback address")
+	out, err := run("--addr", closedPort(t)).CombinedOutput()
+	require.Error(t, err)
+	require.Contains(t, string(out), "no token: anyone who reaches the codec server could decrypt")
+	out, err = run("--addr", "0.0.0.0:0", "--insecure-no-auth").CombinedOutput()
+	require.Error(t, err)
+	require.Contains(t, string(out), "only on a loopback address")
 
 	token := "codec-test-token-" + base64.RawURLEncoding.EncodeToString(key[:12])
 	tokens := filepath.Join(dir, "tokens")
 	require.NoError(t, os.WriteFile(tokens, []byte("# current\n"+token+"\n"), 0o600))
 	addr := closedPort(t)
 	const ui = "http://127.0.0.1:8233"
-	cmd, log := run("--addr", addr, "--token-file", tokens, "--ui-origin", ui)
+	cmd := run("--addr", addr, "--token-file", tokens, "--ui-origin", ui)
+	logFile, err := os.Create(filepath.Join(dir, "codec-server.log"))
+	require.NoError(t, err)
+	defer logFile.Close()
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	log := func() string { b, _ := os.ReadFile(logFile.Name()); return string(b) }
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	deadline := time.Now().Add(10 * time.Second)
@@ -105,7 +90,7 @@ func TestCodecServerProcess(t *testing.T) {
 			c.Close()
 			break
 		}
-		require.True(t, time.Now().Before(deadline), "the codec server did not listen: %s", log)
+		require.True(t, time.Now().Before(deadline), "the codec server did not listen: %s", log())
 		time.Sleep(50 * time.Millisecond)
 	}
 	base := "http://" + addr
@@ -209,7 +194,7 @@ func TestCodecServerProcess(t *testing.T) {
 	t.Logf("codec server VmRSS: %d KiB before the 50 MB requests, %d KiB after", before, after)
 	require.Less(t, after, 100<<10, "resident memory stays under 100 MB")
 
-	logs := log.String()
+	logs := log()
 	require.NotContains(t, logs, marker, "refusals are logged without the body")
 	require.NotContains(t, logs, token, "nor the credential")
 	require.Contains(t, logs, `reason="missing credential`)
