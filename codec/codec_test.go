@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/json"
+	"io"
+	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -84,36 +84,90 @@ func TestParseKeysErrors(t *testing.T) {
 	}
 }
 
-// TestServer: the web UI's codec endpoint decodes over real HTTP, for the
-// UI's origin only.
-func TestServer(t *testing.T) {
-	keys, err := ParseKeys([]byte("k:" + newKey(t)))
+// TestCodecServerConfig: a server that would serve the keys to more than
+// it should does not start, and the error says how to fix it.
+func TestCodecServerConfig(t *testing.T) {
+	c := testCodec(t)
+	tok := []string{"0123456789abcdef"}
+	for name, tc := range map[string]struct {
+		o    ServerOptions
+		want string
+	}{
+		"no token":                {ServerOptions{Addr: "127.0.0.1:8089"}, "no token: anyone who reaches the codec server"},
+		"no auth, not loopback":   {ServerOptions{Addr: "10.0.0.5:8089", NoAuth: true}, "only on a loopback address (--addr 127.0.0.1:8089)"},
+		"no auth, all interfaces": {ServerOptions{Addr: ":8089", NoAuth: true}, "only on a loopback address"},
+		"no auth and a token":     {ServerOptions{Addr: "127.0.0.1:8089", NoAuth: true, Tokens: tok}, "both given: choose one"},
+		"short token":             {ServerOptions{Addr: "127.0.0.1:8089", Tokens: []string{"secret"}}, "a token has 6 characters; use at least 16"},
+		"every interface":         {ServerOptions{Addr: "0.0.0.0:8089", Tokens: tok}, "name the host (and port) clients use with --allowed-host"},
+		"origin with a path":      {ServerOptions{Addr: "127.0.0.1:8089", Tokens: tok, UIOrigins: []string{"http://ui.example/app"}}, "--ui-origin"},
+		"origin wildcard":         {ServerOptions{Addr: "127.0.0.1:8089", Tokens: tok, UIOrigins: []string{"*"}}, "--ui-origin"},
+		"huge body":               {ServerOptions{Addr: "127.0.0.1:8089", Tokens: tok, MaxBody: 2 << 30}, "--max-body"},
+	} {
+		_, err := NewServer(c, tc.o)
+		require.ErrorContains(t, err, tc.want, name)
+	}
+	_, err := NewServer(c, ServerOptions{Addr: "localhost:8089", NoAuth: true})
+	require.NoError(t, err, "no auth on loopback, when asked for")
+	_, err = NewServer(c, ServerOptions{Addr: "0.0.0.0:8089", Tokens: tok, AllowedHosts: []string{"codec.example.com"}})
 	require.NoError(t, err)
-	c, err := New(keys)
+}
+
+// TestCodecServerRotationAndPreflight: both tokens of a rotation work, the
+// browser's preflight passes without one, and a proxy's host name is
+// accepted once allowed.
+func TestCodecServerRotationAndPreflight(t *testing.T) {
+	c := testCodec(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	srv := httptest.NewServer(c.Handler("http://localhost:8233"))
-	defer srv.Close()
+	srv, err := NewServer(c, ServerOptions{
+		Addr: l.Addr().String(), Tokens: []string{"old-token-0123456789", "new-token-0123456789"},
+		AllowedHosts: []string{"codec.example.com"}, UIOrigins: []string{"https://temporal.example.com"},
+	})
+	require.NoError(t, err)
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	url := "http://" + l.Addr().String()
 
 	p, err := c.DataConverter().ToPayload("hello")
 	require.NoError(t, err)
 	body, err := protojson.Marshal(&commonpb.Payloads{Payloads: []*commonpb.Payload{p}})
 	require.NoError(t, err)
-	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/decode", bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Origin", "http://localhost:8233")
+	for _, tc := range []struct{ token, host string }{
+		{"old-token-0123456789", ""}, {"new-token-0123456789", ""}, {"new-token-0123456789", "codec.example.com"},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, url+"/decode", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+tc.token)
+		if tc.host != "" {
+			req.Host = tc.host
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		var out commonpb.Payloads
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%+v: %s", tc, b)
+		require.NoError(t, protojson.Unmarshal(b, &out))
+		require.Equal(t, `"hello"`, strings.TrimSpace(string(out.Payloads[0].Data)))
+	}
+
+	req, _ := http.NewRequest(http.MethodOptions, url+"/decode", nil)
+	req.Header.Set("Origin", "https://temporal.example.com")
+	req.Header.Set("Access-Control-Request-Method", "POST")
+	req.Header.Set("Access-Control-Request-Headers", "authorization,content-type,x-namespace")
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	require.Equal(t, "http://localhost:8233", resp.Header.Get("Access-Control-Allow-Origin"))
-	var out struct {
-		Payloads []struct {
-			Data string `json:"data"`
-		} `json:"payloads"`
-	}
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
-	require.Len(t, out.Payloads, 1)
-	data, err := base64.StdEncoding.DecodeString(out.Payloads[0].Data)
+	resp.Body.Close()
+	require.Equal(t, http.StatusNoContent, resp.StatusCode)
+	require.Equal(t, "https://temporal.example.com", resp.Header.Get("Access-Control-Allow-Origin"))
+	require.Equal(t, "true", resp.Header.Get("Access-Control-Allow-Credentials"))
+	require.Contains(t, resp.Header.Get("Access-Control-Allow-Headers"), "X-Namespace")
+}
+
+func testCodec(t *testing.T) *Codec {
+	keys, err := ParseKeys([]byte("k:" + newKey(t)))
 	require.NoError(t, err)
-	require.Equal(t, `"hello"`, strings.TrimSpace(string(data)))
+	c, err := New(keys)
+	require.NoError(t, err)
+	return c
 }

@@ -11,14 +11,16 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
 	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/abde64c9/courier/codec"
 )
 
 // ClientOptions reads Temporal's standard client environment
 // (TEMPORAL_ADDRESS, default localhost:7233; TEMPORAL_NAMESPACE; TLS, API
-// key, config profile) and the payload codec's keys (codec.FromEnv). The
-// SDK logs to logger, unless it is nil.
+// key, config profile) and the payload codec's keys (codec.FromEnv), which
+// encrypt payloads and failure messages alike. The SDK logs to logger,
+// unless it is nil.
 func ClientOptions(logger *slog.Logger) (client.Options, error) {
 	opts, err := envconfig.LoadDefaultClientOptions()
 	if err != nil {
@@ -35,6 +37,12 @@ func ClientOptions(logger *slog.Logger) (client.Options, error) {
 	}
 	if dc != nil {
 		opts.DataConverter = dc
+		// Failure messages and stack traces quote what a destination answered
+		// or a reviewer wrote, so they are encrypted too; the SDK decodes them
+		// again for workflow code and for callers that hold the key.
+		opts.FailureConverter = temporal.NewDefaultFailureConverter(temporal.DefaultFailureConverterOptions{
+			DataConverter: dc, EncodeCommonAttributes: true,
+		})
 	}
 	if logger != nil {
 		opts.Logger = sdklog.NewStructuredLogger(logger)

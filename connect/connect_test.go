@@ -3,6 +3,8 @@ package connect_test
 import (
 	"context"
 	"encoding/base64"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"path/filepath"
@@ -10,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/abde64c9/courier/codec"
 	"github.com/abde64c9/courier/connect"
@@ -31,6 +35,7 @@ func TestClientOptions(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, client.DefaultHostPort, opts.HostPort)
 	require.Nil(t, opts.DataConverter, "no keys: no encryption")
+	require.Nil(t, opts.FailureConverter, "no keys: failures as the SDK writes them")
 	require.Nil(t, opts.Logger)
 
 	t.Setenv("TEMPORAL_ADDRESS", "127.0.0.1:7999")
@@ -46,6 +51,32 @@ func TestClientOptions(t *testing.T) {
 	t.Setenv(codec.EnvKey, "not base64")
 	_, err = connect.ClientOptions(nil)
 	require.ErrorContains(t, err, "payload encryption: "+codec.EnvKey)
+}
+
+// TestCodecEncodesFailures: with keys set, a failure's message and stack
+// trace (its cause's too) leave the process as ciphertext, and come back
+// whole with the same options.
+func TestCodecEncodesFailures(t *testing.T) {
+	noEnv(t)
+	t.Setenv(codec.EnvKey, base64.StdEncoding.EncodeToString(make([]byte, 32)))
+	opts, err := connect.ClientOptions(nil)
+	require.NoError(t, err)
+	require.NotNil(t, opts.FailureConverter, "keys set: failures are encrypted")
+	marker := "echoed-subject-" + t.Name()
+	f := opts.FailureConverter.ErrorToFailure(temporal.NewApplicationErrorWithCause("HTTP 400 "+marker, "Rejected",
+		fmt.Errorf("cause quoting %s", marker)))
+	b, err := proto.Marshal(f)
+	require.NoError(t, err)
+	require.NotContains(t, string(b), marker, "neither the message nor its cause's in clear")
+	require.Equal(t, "Encoded failure", f.GetMessage())
+	require.Equal(t, codec.Encoding, string(f.GetEncodedAttributes().GetMetadata()[codec.MetadataEncoding]))
+
+	err = opts.FailureConverter.FailureToError(f)
+	require.ErrorContains(t, err, "HTTP 400 "+marker)
+	require.ErrorContains(t, errors.Unwrap(err), "cause quoting "+marker)
+	var app *temporal.ApplicationError
+	require.ErrorAs(t, err, &app)
+	require.Equal(t, "Rejected", app.Type(), "the type stays readable: code matches on it")
 }
 
 func TestDialNamesTheAddress(t *testing.T) {

@@ -1,9 +1,7 @@
 package testsuite
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/base64"
 	"maps"
 	"net/http"
@@ -15,15 +13,11 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
-	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/codec"
-	"github.com/abde64c9/courier/connect"
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/starter"
@@ -87,20 +81,7 @@ func TestSecretNotInHistory(t *testing.T) {
 func TestEncryptedHistory(t *testing.T) {
 	ctx, rl, env := realTest(t, 2*time.Minute)
 
-	key := make([]byte, 32)
-	_, err := rand.Read(key)
-	require.NoError(t, err)
-	t.Setenv(codec.EnvKeyFile, "")
-	t.Setenv(codec.EnvKey, base64.StdEncoding.EncodeToString(key))
-	t.Setenv(codec.EnvKeyID, "test-key-1")
-	// The same wiring as every Courier process: keys from the environment.
-	opts, err := connect.ClientOptions(testLogger)
-	require.NoError(t, err)
-	require.NotNil(t, opts.DataConverter, "the codec is on")
-	opts.HostPort, opts.Namespace = rl.Temporal.HostPort, rl.Temporal.Namespace
-	c, err := client.DialContext(ctx, opts)
-	require.NoError(t, err)
-	defer c.Close()
+	c := encryptingClient(ctx, t, rl)
 	stop := startWorkers(t, c, env.Config, env.WorkerActivities(c))
 	defer stop()
 
@@ -148,24 +129,9 @@ func startWorkers(t *testing.T, c client.Client, cfg destinations.Config, acts *
 	}
 }
 
-// history returns a closed workflow's history as the raw bytes of its
+// history returns a completed workflow's history as the raw bytes of its
 // events, and as JSON.
 func history(ctx context.Context, t *testing.T, c client.Client, wid string) (raw, text []byte) {
 	t.Helper()
-	h := &historypb.History{}
-	it := c.GetWorkflowHistory(ctx, wid, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	var buf bytes.Buffer
-	for it.HasNext() {
-		ev, err := it.Next()
-		require.NoError(t, err)
-		b, err := proto.Marshal(ev)
-		require.NoError(t, err)
-		buf.Write(b)
-		h.Events = append(h.Events, ev)
-	}
-	require.NotEmpty(t, h.Events)
-	require.Equal(t, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED, h.Events[len(h.Events)-1].GetEventType())
-	text, err := protojson.Marshal(h)
-	require.NoError(t, err)
-	return buf.Bytes(), text
+	return closedHistory(ctx, t, c, wid, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -17,18 +18,33 @@ import (
 )
 
 func codecServerCommand() *cobra.Command {
-	var addr, origins string
+	var (
+		addr, origins, tokenFile string
+		allowedHosts             []string
+		noAuth                   bool
+		maxBody                  int64
+	)
 	c := &cobra.Command{
 		Use:   "codec-server [flags]",
 		Short: "serve the payload codec for the Temporal web UI",
-		Long: fmt.Sprintf("Serves the payload codec so the Temporal web UI can show encrypted payloads to\n"+
-			"operators who hold the key. Keys come from %s or %s (+ %s).", codec.EnvKeyFile, codec.EnvKey, codec.EnvKeyID),
-		Example:     "  COURIER_CODEC_KEY=... courier codec-server --addr 127.0.0.1:8089 --ui-origin http://localhost:8233",
+		Long: fmt.Sprintf("Serves the payload codec (POST /encode, POST /decode) so the Temporal web UI and CLI can show\n"+
+			"encrypted payloads and failures to operators who hold the key. Keys come from %s or %s (+ %s).\n\n"+
+			"Callers need a bearer token: --token-file (one per line, several while rotating) or %s.\n"+
+			"Only --insecure-no-auth on a loopback address serves without one. Requests must name the server\n"+
+			"(Host: --addr or --allowed-host) and, from a browser, come from a --ui-origin.",
+			codec.EnvKeyFile, codec.EnvKey, codec.EnvKeyID, codec.EnvServerToken),
+		Example: "  COURIER_CODEC_KEY=... courier codec-server --token-file codec-tokens --addr 127.0.0.1:8089\n" +
+			"  temporal workflow show -w ID --codec-endpoint http://127.0.0.1:8089 --codec-auth \"Bearer $(head -1 codec-tokens)\"",
 		Args:        cli.NoArgs,
 		Annotations: cli.Exits(cli.BasicExits...),
 	}
 	c.Flags().StringVar(&addr, "addr", "127.0.0.1:8089", "address to serve /encode and /decode on")
-	c.Flags().StringVar(&origins, "ui-origin", "http://localhost:8233", "comma-separated web UI origins allowed to call it")
+	c.Flags().StringVar(&origins, "ui-origin", "http://localhost:8233,http://127.0.0.1:8233",
+		"comma-separated web UI origins allowed to call it from a browser (empty: none)")
+	c.Flags().StringVar(&tokenFile, "token-file", "", "`FILE` of accepted bearer tokens, one per line (also "+codec.EnvServerToken+")")
+	c.Flags().StringSliceVar(&allowedHosts, "allowed-host", nil, "Host header values accepted besides --addr's (name or name:port), e.g. a proxy's")
+	c.Flags().BoolVar(&noAuth, "insecure-no-auth", false, "serve without a token; only on a loopback --addr, for your own machine")
+	c.Flags().Int64Var(&maxBody, "max-body", codec.DefaultMaxBody, "largest request body in `bytes`")
 	c.RunE = func(c *cobra.Command, _ []string) error {
 		keys, ok, err := codec.KeysFromEnv()
 		if err != nil {
@@ -41,16 +57,36 @@ func codecServerCommand() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		srv := &http.Server{Addr: addr, Handler: cd.Handler(strings.Split(origins, ",")...), ReadHeaderTimeout: 10 * time.Second}
+		var tokens []string
+		if tokenFile != "" {
+			if tokens, err = codec.ReadTokens(tokenFile); err != nil {
+				return fmt.Errorf("--token-file: %w", err)
+			}
+		}
+		if t := strings.TrimSpace(os.Getenv(codec.EnvServerToken)); t != "" {
+			tokens = append(tokens, t)
+		}
+		log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+		srv, err := codec.NewServer(cd, codec.ServerOptions{
+			Addr: addr, Tokens: tokens, NoAuth: noAuth, AllowedHosts: allowedHosts,
+			UIOrigins: strings.Split(origins, ","), MaxBody: maxBody, Log: log,
+		})
+		if err != nil {
+			return err
+		}
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return err
+		}
 		go func() {
 			<-c.Context().Done()
 			shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			_ = srv.Shutdown(shutdown)
 		}()
-		slog.New(slog.NewTextHandler(os.Stderr, nil)).Info("codec server", "addr", addr, "active_key", keys.Active,
-			"ui_setting", "set the web UI's codec endpoint to http://"+addr)
-		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Info("codec server", "addr", l.Addr().String(), "active_key", keys.Active, "tokens", len(tokens),
+			"insecure_no_auth", noAuth, "ui_origins", origins, "ui_setting", "set the web UI's codec endpoint to http://"+addr)
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			return err
 		}
 		return nil
