@@ -63,7 +63,7 @@ func TestEncryptedFailures(t *testing.T) {
 
 	echoed := "echoed-" + uuid.NewString()[:8]
 	id := "rejected-" + rl.RunID
-	rejected, err := st.Deliver(ctx, Input(lab.DestHelpdesk, id, lab.Ticket(id, echoed)))
+	rejected, err := st.Deliver(ctx, lab.Input(lab.DestHelpdesk, id, lab.Ticket(id, echoed)))
 	require.NoError(t, err)
 	require.Equal(t, workflows.StatusRejected, rejected.Status, "%+v", rejected.Attempts)
 	require.Contains(t, rejected.Error, echoed, "the worker quoted the destination's answer")
@@ -72,7 +72,7 @@ func TestEncryptedFailures(t *testing.T) {
 	note := "customer withdrew, see " + uuid.NewString()[:8]
 	id = "abandoned-" + rl.RunID
 	require.NoError(t, env.Inject(lab.DestLegacy, closeAfterCommit(1)))
-	parked, err := st.Deliver(ctx, Input(lab.DestLegacy, id, lab.Ticket(id, "Move the workshop booking")))
+	parked, err := st.Deliver(ctx, lab.Input(lab.DestLegacy, id, lab.Ticket(id, "Move the workshop booking")))
 	require.NoError(t, err)
 	require.Equal(t, workflows.StateAwaitingReview, parked.State)
 	_, err = st.Review(ctx, parked.Key, workflows.ReviewDecision{Decision: workflows.DecisionAbandon, Reviewer: "ops", Note: note})
