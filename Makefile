@@ -15,15 +15,23 @@ TEMPORAL_SERVER := $(CURDIR)/bin/temporal-server/server
 TEMPORAL_SQL_TOOL := $(CURDIR)/bin/temporal-sql-tool/sql
 NODES ?= 1
 
-.PHONY: dev test temporal ui-server temporal-server temporal-sql-tool faultlab vet lint soak histories topology-up topology-down topology-test
+.PHONY: dev test test-long temporal ui-server temporal-server temporal-sql-tool faultlab vet lint soak histories topology-up topology-down topology-test
 
 ## dev: run Courier locally (dev server with SQLite, web UI, worker, sandbox destinations)
 dev: $(TEMPORAL) $(UI_SERVER)
 	go run ./cmd/courier-lab dev
 
-## test: vet, check workflow determinism, test everything (builds the Temporal CLI and server once)
+# The long runs: the five-minute outage, deciding 200 parked deliveries in
+# one batch, the bench's smoke run and the soaks. CI runs them beside make test.
+LONG_TESTS := ^(TestBreakerHoldsDuringOutage|TestReviewAll|TestSmoke|TestShortSoak|TestSoakExternalServer)$$
+
+## test: vet, check workflow determinism, test everything but the long runs (builds the Temporal CLI and server once)
 test: $(TEMPORAL) $(UI_SERVER) $(TEMPORAL_SERVER) vet lint
-	go test -count=1 -timeout 30m ./...
+	go test -count=1 -timeout 20m -skip '$(LONG_TESTS)' ./...
+
+## test-long: the long runs make test leaves out (CI runs both)
+test-long: $(TEMPORAL) $(UI_SERVER) $(TEMPORAL_SERVER)
+	go test -count=1 -timeout 30m -run '$(LONG_TESTS)' ./...
 
 vet:
 	go vet ./...

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -338,7 +339,7 @@ func (s *Client) settle(ctx context.Context, in workflows.DeliveryInput, h Handl
 
 // Wait waits for the delivery with this key to finish or to stop for review.
 func (s *Client) Wait(ctx context.Context, key string) (workflows.DeliveryStatus, error) {
-	st, err := s.Status(ctx, key)
+	st, err := s.settledStatus(ctx, key)
 	if err != nil || st.Status != "" || st.State == workflows.StateAwaitingReview {
 		return st, err
 	}
@@ -360,6 +361,27 @@ func (s *Client) Wait(ctx context.Context, key string) (workflows.DeliveryStatus
 		return s.Status(ctx, key)
 	}
 	return out.DeliveryStatus, nil
+}
+
+// busyRetry is how soon Wait asks again when no worker took its query in
+// time: the workers are busy, which is no answer.
+const busyRetry = time.Second
+
+// settledStatus is Status, asked again while the workers are too busy to
+// answer the query (a backlog released at once), until ctx ends.
+func (s *Client) settledStatus(ctx context.Context, key string) (workflows.DeliveryStatus, error) {
+	for {
+		st, err := s.Status(ctx, key)
+		var busy *serviceerror.DeadlineExceeded
+		if !errors.As(err, &busy) || ctx.Err() != nil {
+			return st, err
+		}
+		select {
+		case <-ctx.Done():
+			return st, err
+		case <-time.After(busyRetry):
+		}
+	}
 }
 
 // Summary is the web UI's one-line summary of a delivery.
