@@ -10,8 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -317,7 +315,7 @@ type jsRefusal struct {
 type nodeSteps struct {
 	in      io.WriteCloser
 	answers chan []byte
-	stderr  *syncBuffer
+	stderr  *lab.SyncBuffer
 	// lost is set when a step went unanswered: a late answer would be
 	// taken for the next step's.
 	lost bool
@@ -331,7 +329,7 @@ func startNode(t *testing.T, dir string, env []string) *nodeSteps {
 	require.NoError(t, err)
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
-	n := &nodeSteps{in: in, answers: make(chan []byte), stderr: &syncBuffer{}}
+	n := &nodeSteps{in: in, answers: make(chan []byte), stderr: &lab.SyncBuffer{}}
 	cmd.Stderr = n.stderr
 	require.NoError(t, cmd.Start())
 	go func() {
@@ -397,22 +395,4 @@ func npmInstall(t *testing.T, dir string) {
 	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "npm ci in %s:\n%s", dir, out)
-}
-
-// syncBuffer is a bytes.Buffer written by a process and read by the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

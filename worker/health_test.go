@@ -20,7 +20,7 @@ import (
 // delivers as before.
 func TestHealthzFollowsTheFrontend(t *testing.T) {
 	ctx, courier := lab.RealTest(t, 4*time.Minute)
-	logs := &syncBuffer{}
+	logs := &lab.SyncBuffer{}
 	s, err := lab.Start(ctx, lab.Options{Courier: courier, Workers: 1, Persist: true, WorkerLog: logs})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, s.Close()) }()

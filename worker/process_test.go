@@ -1,7 +1,6 @@
 package worker_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,7 +13,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -98,7 +96,7 @@ func TestMetricsAfterDeliveries(t *testing.T) {
 	defer web.Close()
 
 	cfg := testDestinations(t, web.URL, "")
-	logs := &syncBuffer{}
+	logs := &lab.SyncBuffer{}
 	start := func() *worker.Process {
 		p, err := worker.StartProcess(ctx, worker.ProcessOptions{
 			Config:      cfg,
@@ -203,7 +201,7 @@ func requireEventually(t *testing.T, url string, want sample) {
 	t.Fatalf("metric %s%v: want %v, got %v (present: %v)", want.name, want.labels, want.value, got, ok)
 }
 
-func requireLogLine(t *testing.T, logs *syncBuffer, msg string, fields map[string]any) {
+func requireLogLine(t *testing.T, logs *lab.SyncBuffer, msg string, fields map[string]any) {
 	t.Helper()
 	for _, line := range strings.Split(logs.String(), "\n") {
 		var rec map[string]any
@@ -219,21 +217,4 @@ func requireLogLine(t *testing.T, logs *syncBuffer, msg string, fields map[strin
 		}
 	}
 	t.Fatalf("no log line %q with %v in:\n%s", msg, fields, logs.String())
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
