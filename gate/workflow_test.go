@@ -1,4 +1,4 @@
-package workflows_test
+package gate_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/gate"
 	"github.com/abde64c9/courier/workflows"
 )
 
@@ -39,7 +40,7 @@ var forgedBreaker = &contract.Breaker{Failures: 1, Window: contract.Duration(tim
 
 func (s *GateSuite) SetupTest() {
 	s.env = s.NewTestWorkflowEnvironment()
-	s.env.RegisterWorkflowWithOptions(workflows.Destination, workflow.RegisterOptions{Name: workflows.DestinationWorkflowType})
+	s.env.RegisterWorkflowWithOptions(gate.Destination, workflow.RegisterOptions{Name: gate.WorkflowType})
 	s.released, s.notified, s.dest = 0, nil, "legacy"
 	s.acts = &activities.Activities{
 		Contracts: map[string]contract.Contract{"legacy": {Breaker: testBreaker}, "plain": {}},
@@ -57,18 +58,18 @@ func (s *GateSuite) SetupTest() {
 func (s *GateSuite) at(d time.Duration, fn func()) { s.env.RegisterDelayedCallback(fn, d) }
 
 func (s *GateSuite) report(cl contract.Class, key string) {
-	s.env.SignalWorkflow(workflows.SignalReport, workflows.Report{Class: cl, Key: key})
+	s.env.SignalWorkflow(gate.SignalReport, gate.Report{Class: cl, Key: key})
 }
 
 // forge sends a report as anyone can, by hand, with a breaker of its own.
 func (s *GateSuite) forge(cl contract.Class, key string) {
-	s.env.SignalWorkflow(workflows.SignalReport, workflows.Report{Class: cl, Key: key, Error: "forged", Breaker: forgedBreaker})
+	s.env.SignalWorkflow(gate.SignalReport, gate.Report{Class: cl, Key: key, Error: "forged", Breaker: forgedBreaker})
 }
 
-func (s *GateSuite) state() workflows.DestinationState {
-	v, err := s.env.QueryWorkflow(workflows.QueryGate)
+func (s *GateSuite) state() gate.DestinationState {
+	v, err := s.env.QueryWorkflow(gate.QueryState)
 	s.Require().NoError(err)
-	var st workflows.DestinationState
+	var st gate.DestinationState
 	s.Require().NoError(v.Get(&st))
 	return st
 }
@@ -82,14 +83,14 @@ func (s *GateSuite) update(name, id string, arg any, check func(any, error)) {
 func (s *GateSuite) run() { s.runFrom(nil) }
 
 // runFrom runs the gate from the state a previous run carried over.
-func (s *GateSuite) runFrom(st *workflows.DestinationState) {
+func (s *GateSuite) runFrom(st *gate.DestinationState) {
 	s.at(24*time.Hour, s.env.CancelWorkflow)
-	s.env.ExecuteWorkflow(workflows.DestinationWorkflowType, workflows.DestinationInput{Name: s.dest, State: st})
+	s.env.ExecuteWorkflow(gate.WorkflowType, gate.DestinationInput{Name: s.dest, State: st})
 	s.Require().True(s.env.IsWorkflowCompleted())
 }
 
 // path is the states the gate went through, each with who moved it.
-func path(st workflows.DestinationState) []string {
+func path(st gate.DestinationState) []string {
 	var p []string
 	for _, t := range st.Transitions {
 		p = append(p, t.To+" by "+t.By)
@@ -106,43 +107,43 @@ func (s *GateSuite) TestBreakerOpensProbesAndCloses() {
 		s.report(contract.ClassThrottled, "b")
 	})
 	s.at(2*time.Second, func() {
-		s.Equal(workflows.GateClosed, s.state().State, "two failures are under the threshold")
+		s.Equal(gate.Closed, s.state().State, "two failures are under the threshold")
 		s.report(contract.ClassServerError, "c")
 	})
 	s.at(3*time.Second, func() {
 		st := s.state()
-		s.Equal(workflows.GateOpen, st.State)
+		s.Equal(gate.Open, st.State)
 		h, probe := st.Hold(st.Breaker.OpenedAt.Add(time.Second))
 		s.Require().NotNil(h)
 		s.Equal(string(workflows.StateCircuitOpen), h.State)
 		s.False(probe, "no probe before the cool-down")
 		s.Len(s.notified, 1, "the notifier is told the breaker opened")
-		s.update(workflows.UpdateProbe, "early", "d", func(v any, err error) {
+		s.update(gate.UpdateProbe, "early", "d", func(v any, err error) {
 			s.NoError(err)
 			s.Equal(false, v, "no probe before the cool-down")
 		})
 	})
 	s.at(40*time.Second, func() {
-		s.update(workflows.UpdateProbe, "p1", "probe-key", func(v any, err error) { s.NoError(err); s.Equal(true, v) })
-		s.update(workflows.UpdateProbe, "p2", "other", func(v any, err error) { s.NoError(err); s.Equal(false, v, "one probe at a time") })
+		s.update(gate.UpdateProbe, "p1", "probe-key", func(v any, err error) { s.NoError(err); s.Equal(true, v) })
+		s.update(gate.UpdateProbe, "p2", "other", func(v any, err error) { s.NoError(err); s.Equal(false, v, "one probe at a time") })
 	})
 	s.at(41*time.Second, func() {
-		s.Equal(workflows.GateHalfOpen, s.state().State)
+		s.Equal(gate.HalfOpen, s.state().State)
 		s.report(contract.ClassCreated, "late-straggler") // not the probe: changes nothing
 	})
 	s.at(42*time.Second, func() {
-		s.Equal(workflows.GateHalfOpen, s.state().State)
+		s.Equal(gate.HalfOpen, s.state().State)
 		s.report(contract.ClassCreated, "probe-key")
 	})
 	s.at(43*time.Second, func() {
 		st := s.state()
-		s.Equal(workflows.GateClosed, st.State)
+		s.Equal(gate.Closed, st.State)
 		s.Equal(1, s.released, "closing releases the held deliveries")
 		var path []string
 		for _, t := range st.Transitions {
 			path = append(path, t.To)
 		}
-		s.Equal([]string{workflows.GateOpen, workflows.GateHalfOpen, workflows.GateClosed}, path)
+		s.Equal([]string{gate.Open, gate.HalfOpen, gate.Closed}, path)
 	})
 	s.run()
 }
@@ -159,7 +160,7 @@ func (s *GateSuite) TestFailuresOutsideTheWindowDoNotOpen() {
 	})
 	s.at(3*time.Minute, func() {
 		st := s.state()
-		s.Equal(workflows.GateClosed, st.State)
+		s.Equal(gate.Closed, st.State)
 		s.Equal(1, st.Breaker.Failures)
 		s.Empty(st.Transitions)
 	})
@@ -175,12 +176,12 @@ func (s *GateSuite) TestProbeFailureReopens() {
 		}
 	})
 	s.at(time.Minute, func() {
-		s.update(workflows.UpdateProbe, "p", "probe", func(v any, err error) { s.NoError(err); s.Equal(true, v) })
+		s.update(gate.UpdateProbe, "p", "probe", func(v any, err error) { s.NoError(err); s.Equal(true, v) })
 	})
 	s.at(time.Minute+time.Second, func() { s.report(contract.ClassThrottled, "probe") })
 	s.at(time.Minute+2*time.Second, func() {
 		st := s.state()
-		s.Equal(workflows.GateOpen, st.State)
+		s.Equal(gate.Open, st.State)
 		s.Equal(st.Breaker.OpenedAt.Add(testBreaker.CoolDown.D()), st.Breaker.ReopensAt())
 		s.Zero(s.released)
 	})
@@ -192,18 +193,18 @@ func (s *GateSuite) TestProbeFailureReopens() {
 // records who and why.
 func (s *GateSuite) TestPauseAndResume() {
 	s.at(time.Second, func() {
-		s.update(workflows.UpdatePause, "bad", workflows.PauseRequest{}, func(_ any, err error) {
+		s.update(gate.UpdatePause, "bad", gate.PauseRequest{}, func(_ any, err error) {
 			s.ErrorContains(err, "reason: required")
 			s.ErrorContains(err, "by: required")
 		})
-		s.update(workflows.UpdateResume, "early", workflows.ResumeRequest{By: "alice"}, func(_ any, err error) {
+		s.update(gate.UpdateResume, "early", gate.ResumeRequest{By: "alice"}, func(_ any, err error) {
 			s.ErrorContains(err, "is not paused")
 		})
-		s.update(workflows.UpdatePause, "past", workflows.PauseRequest{Reason: "x", By: "alice", Until: s.env.Now().Add(-time.Minute)},
+		s.update(gate.UpdatePause, "past", gate.PauseRequest{Reason: "x", By: "alice", Until: s.env.Now().Add(-time.Minute)},
 			func(_ any, err error) { s.ErrorContains(err, "is not in the future") })
-		s.update(workflows.UpdatePause, "ok", workflows.PauseRequest{Reason: "maintenance", By: "alice"}, func(v any, err error) {
+		s.update(gate.UpdatePause, "ok", gate.PauseRequest{Reason: "maintenance", By: "alice"}, func(v any, err error) {
 			s.Require().NoError(err)
-			s.Equal(workflows.GatePaused, v.(workflows.DestinationState).State)
+			s.Equal(gate.Paused, v.(gate.DestinationState).State)
 		})
 	})
 	s.at(time.Minute, func() {
@@ -211,16 +212,16 @@ func (s *GateSuite) TestPauseAndResume() {
 		s.Require().NotNil(h)
 		s.False(probe)
 		s.Equal("maintenance (paused by alice)", h.Reason)
-		s.update(workflows.UpdateResume, "resume", workflows.ResumeRequest{By: "bob", Note: "done"}, func(_ any, err error) { s.NoError(err) })
+		s.update(gate.UpdateResume, "resume", gate.ResumeRequest{By: "bob", Note: "done"}, func(_ any, err error) { s.NoError(err) })
 	})
 	s.at(2*time.Minute, func() {
 		s.Equal(1, s.released)
-		s.update(workflows.UpdatePause, "until", workflows.PauseRequest{Reason: "window", By: "alice", Until: s.env.Now().Add(time.Hour)},
+		s.update(gate.UpdatePause, "until", gate.PauseRequest{Reason: "window", By: "alice", Until: s.env.Now().Add(time.Hour)},
 			func(_ any, err error) { s.NoError(err) })
 	})
 	s.at(2*time.Minute+time.Hour+time.Second, func() {
 		st := s.state()
-		s.Equal(workflows.GateClosed, st.State, "until ended the pause")
+		s.Equal(gate.Closed, st.State, "until ended the pause")
 		s.Equal(2, s.released)
 		s.Equal([]string{"paused by alice", "closed by bob", "paused by alice", "closed by courier"}, path(st))
 	})
@@ -238,7 +239,7 @@ func (s *GateSuite) TestForgedReportOpensNothing() {
 	})
 	s.at(2*time.Second, func() {
 		st := s.state()
-		s.Equal(workflows.GateClosed, st.State)
+		s.Equal(gate.Closed, st.State)
 		s.Zero(st.Breaker.Failures)
 		s.Nil(st.Breaker.Config)
 		s.Empty(st.Transitions)
@@ -258,7 +259,7 @@ func (s *GateSuite) TestForgedBreakerIsIgnored() {
 	s.at(time.Second, func() { s.forge(contract.ClassNotSent, "a") })
 	s.at(2*time.Second, func() {
 		st := s.state()
-		s.Equal(workflows.GateClosed, st.State, "one failure is under the configured threshold")
+		s.Equal(gate.Closed, st.State, "one failure is under the configured threshold")
 		s.Equal(1, st.Breaker.Failures)
 		s.Equal(testBreaker, st.Breaker.Config)
 		s.forge(contract.ClassNotSent, "b")
@@ -266,7 +267,7 @@ func (s *GateSuite) TestForgedBreakerIsIgnored() {
 	})
 	s.at(3*time.Second, func() {
 		st := s.state()
-		s.Equal(workflows.GateOpen, st.State, "the configured threshold opens it")
+		s.Equal(gate.Open, st.State, "the configured threshold opens it")
 		s.Equal(st.Breaker.OpenedAt.Add(testBreaker.CoolDown.D()), st.Breaker.ReopensAt(), "the configured cool-down")
 	})
 	s.run()
@@ -278,11 +279,11 @@ func (s *GateSuite) TestForgedBreakerIsIgnored() {
 func (s *GateSuite) TestCarriedForgedBreakerCloses() {
 	s.dest = "plain"
 	opened := s.env.Now().Add(-time.Hour)
-	carried := &workflows.DestinationState{Name: "plain", State: workflows.GateOpen, Since: opened,
-		Breaker: workflows.Breaker{State: workflows.GateOpen, Failures: 1, OpenedAt: opened, Config: forgedBreaker}}
+	carried := &gate.DestinationState{Name: "plain", State: gate.Open, Since: opened,
+		Breaker: gate.Breaker{State: gate.Open, Failures: 1, OpenedAt: opened, Config: forgedBreaker}}
 	s.at(time.Second, func() {
 		st := s.state()
-		s.Equal(workflows.GateClosed, st.State)
+		s.Equal(gate.Closed, st.State)
 		s.Nil(st.Breaker.Config)
 		s.Equal([]string{"closed by breaker"}, path(st))
 		s.Equal(1, s.released)
@@ -294,25 +295,25 @@ func (s *GateSuite) TestCarriedForgedBreakerCloses() {
 // by anyone else is refused and changes nothing.
 func (s *GateSuite) TestPauseByUnlistedNameIsRefused() {
 	s.at(time.Second, func() {
-		s.update(workflows.UpdatePause, "mallory", workflows.PauseRequest{Reason: "mine", By: "mallory"}, func(_ any, err error) {
+		s.update(gate.UpdatePause, "mallory", gate.PauseRequest{Reason: "mine", By: "mallory"}, func(_ any, err error) {
 			s.ErrorContains(err, `by: "mallory" may not pause destinations; allowed: alice, bob`)
 		})
 	})
 	s.at(2*time.Second, func() {
 		st := s.state()
-		s.Equal(workflows.GateClosed, st.State)
+		s.Equal(gate.Closed, st.State)
 		s.Nil(st.Paused)
 		s.Empty(st.Transitions)
-		s.update(workflows.UpdatePause, "alice", workflows.PauseRequest{Reason: "maintenance", By: "alice"}, func(_ any, err error) { s.NoError(err) })
+		s.update(gate.UpdatePause, "alice", gate.PauseRequest{Reason: "maintenance", By: "alice"}, func(_ any, err error) { s.NoError(err) })
 	})
 	s.at(3*time.Second, func() {
-		s.update(workflows.UpdateResume, "mallory-resume", workflows.ResumeRequest{By: "mallory"}, func(_ any, err error) {
+		s.update(gate.UpdateResume, "mallory-resume", gate.ResumeRequest{By: "mallory"}, func(_ any, err error) {
 			s.ErrorContains(err, `by: "mallory" may not resume destinations`)
 		})
 	})
 	s.at(4*time.Second, func() {
 		st := s.state()
-		s.Equal(workflows.GatePaused, st.State, "still paused")
+		s.Equal(gate.Paused, st.State, "still paused")
 		s.Equal("alice", st.Paused.By)
 		s.Zero(s.released)
 	})
@@ -324,10 +325,10 @@ func (s *GateSuite) TestPauseByUnlistedNameIsRefused() {
 func (s *GateSuite) TestAnyoneOperatesWithoutReviewers() {
 	s.acts.Reviewers = nil
 	s.at(time.Second, func() {
-		s.update(workflows.UpdatePause, "p", workflows.PauseRequest{Reason: "x", By: "carol"}, func(_ any, err error) { s.NoError(err) })
+		s.update(gate.UpdatePause, "p", gate.PauseRequest{Reason: "x", By: "carol"}, func(_ any, err error) { s.NoError(err) })
 	})
 	s.at(2*time.Second, func() {
-		s.update(workflows.UpdateResume, "r", workflows.ResumeRequest{By: "dave"}, func(_ any, err error) { s.NoError(err) })
+		s.update(gate.UpdateResume, "r", gate.ResumeRequest{By: "dave"}, func(_ any, err error) { s.NoError(err) })
 	})
 	s.at(3*time.Second, func() {
 		s.Equal([]string{"paused by carol", "closed by dave"}, path(s.state()))
@@ -340,7 +341,7 @@ func (s *GateSuite) TestAnyoneOperatesWithoutReviewers() {
 // breaker closed and no pause there is nothing to resume.
 func (s *GateSuite) TestResumeClosesTheBreaker() {
 	s.at(time.Second, func() {
-		s.update(workflows.UpdateResume, "early", workflows.ResumeRequest{By: "alice"}, func(_ any, err error) {
+		s.update(gate.UpdateResume, "early", gate.ResumeRequest{By: "alice"}, func(_ any, err error) {
 			s.ErrorContains(err, "is not paused and its breaker is closed")
 		})
 		for _, k := range []string{"a", "b", "c"} {
@@ -348,16 +349,16 @@ func (s *GateSuite) TestResumeClosesTheBreaker() {
 		}
 	})
 	s.at(2*time.Second, func() {
-		s.Equal(workflows.GateOpen, s.state().State)
-		s.update(workflows.UpdateResume, "close", workflows.ResumeRequest{By: "bob", Note: "partner confirmed"}, func(v any, err error) {
+		s.Equal(gate.Open, s.state().State)
+		s.update(gate.UpdateResume, "close", gate.ResumeRequest{By: "bob", Note: "partner confirmed"}, func(v any, err error) {
 			s.Require().NoError(err)
-			s.Equal(workflows.GateClosed, v.(workflows.DestinationState).State)
+			s.Equal(gate.Closed, v.(gate.DestinationState).State)
 		})
 	})
 	s.at(3*time.Second, func() {
 		st := s.state()
-		s.Equal(workflows.GateClosed, st.State)
-		s.Equal(workflows.GateClosed, st.Breaker.State)
+		s.Equal(gate.Closed, st.State)
+		s.Equal(gate.Closed, st.Breaker.State)
 		s.Zero(st.Breaker.Failures)
 		s.Equal(1, s.released)
 		last := st.Transitions[len(st.Transitions)-1]
@@ -367,18 +368,18 @@ func (s *GateSuite) TestResumeClosesTheBreaker() {
 		for _, k := range []string{"d", "e", "f"} {
 			s.report(contract.ClassNotSent, k)
 		}
-		s.update(workflows.UpdatePause, "pause", workflows.PauseRequest{Reason: "outage", By: "alice"}, func(_ any, err error) { s.NoError(err) })
+		s.update(gate.UpdatePause, "pause", gate.PauseRequest{Reason: "outage", By: "alice"}, func(_ any, err error) { s.NoError(err) })
 	})
 	s.at(4*time.Second, func() {
 		st := s.state()
-		s.Equal(workflows.GatePaused, st.State)
-		s.Equal(workflows.GateOpen, st.Breaker.State)
-		s.update(workflows.UpdateResume, "both", workflows.ResumeRequest{By: "alice", Note: "back"}, func(_ any, err error) { s.NoError(err) })
+		s.Equal(gate.Paused, st.State)
+		s.Equal(gate.Open, st.Breaker.State)
+		s.update(gate.UpdateResume, "both", gate.ResumeRequest{By: "alice", Note: "back"}, func(_ any, err error) { s.NoError(err) })
 	})
 	s.at(5*time.Second, func() {
 		st := s.state()
-		s.Equal(workflows.GateClosed, st.State)
-		s.Equal(workflows.GateClosed, st.Breaker.State)
+		s.Equal(gate.Closed, st.State)
+		s.Equal(gate.Closed, st.Breaker.State)
 		s.Equal([]string{"open by breaker", "closed by bob", "open by breaker", "paused by alice", "closed by alice"}, path(st))
 		s.Equal(2, s.released)
 	})
@@ -391,27 +392,27 @@ func (s *GateSuite) TestResumeClosesTheBreaker() {
 // reviewer's resume closes it and releases the held deliveries.
 func (s *GateSuite) TestStoppedGateStartsAgainPaused() {
 	since := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	held := &workflows.DestinationState{Name: s.dest, State: workflows.GatePaused, Since: since,
-		Paused:      &workflows.Pause{Reason: "INC-7", By: "alice", Since: since},
-		Breaker:     workflows.Breaker{State: workflows.GateClosed},
-		Transitions: []workflows.Transition{{At: since, From: workflows.GateClosed, To: workflows.GatePaused, By: "alice", Why: "INC-7"}}}
+	held := &gate.DestinationState{Name: s.dest, State: gate.Paused, Since: since,
+		Paused:      &gate.Pause{Reason: "INC-7", By: "alice", Since: since},
+		Breaker:     gate.Breaker{State: gate.Closed},
+		Transitions: []gate.Transition{{At: since, From: gate.Closed, To: gate.Paused, By: "alice", Why: "INC-7"}}}
 	s.at(time.Second, func() {
 		h, probe := s.state().Hold(s.env.Now())
 		s.Require().NotNil(h)
 		s.False(probe)
 		s.Equal("INC-7 (paused by alice)", h.Reason, "running again: no longer stopped")
-		s.update(workflows.UpdateResume, "mallory", workflows.ResumeRequest{By: "mallory"}, func(_ any, err error) {
+		s.update(gate.UpdateResume, "mallory", gate.ResumeRequest{By: "mallory"}, func(_ any, err error) {
 			s.ErrorContains(err, `by: "mallory" may not resume destinations`)
 		})
 	})
 	s.at(2*time.Second, func() {
-		s.Equal(workflows.GatePaused, s.state().State)
+		s.Equal(gate.Paused, s.state().State)
 		s.Zero(s.released)
-		s.update(workflows.UpdateResume, "bob", workflows.ResumeRequest{By: "bob", Note: "gate back"}, func(_ any, err error) { s.NoError(err) })
+		s.update(gate.UpdateResume, "bob", gate.ResumeRequest{By: "bob", Note: "gate back"}, func(_ any, err error) { s.NoError(err) })
 	})
 	s.at(3*time.Second, func() {
 		st := s.state()
-		s.Equal(workflows.GateClosed, st.State)
+		s.Equal(gate.Closed, st.State)
 		s.Equal(1, s.released)
 		s.Equal([]string{"paused by alice", "closed by bob"}, path(st))
 	})
