@@ -45,6 +45,7 @@ func Destination(ctx workflow.Context, in DestinationInput) (DestinationState, e
 	}
 	g.published = g.s.State
 	g.trusted = workflow.GetVersion(ctx, versionGateTerms, workflow.DefaultVersion, 1) == 1
+	g.memoAll = workflow.GetVersion(ctx, versionGateMemo, workflow.DefaultVersion, 1) == 1
 	if err := g.setup(ctx); err != nil {
 		return DestinationState{}, err
 	}
@@ -55,9 +56,9 @@ func Destination(ctx workflow.Context, in DestinationInput) (DestinationState, e
 			g.dirty = true
 		}
 	}
-	if in.State != nil {
+	if in.State != nil || g.memoAll {
 		// A new run's memo starts empty: the workers read it.
-		if err := workflow.UpsertMemo(ctx, map[string]any{Memo: g.s}); err != nil {
+		if err := g.upsertMemo(ctx); err != nil {
 			return DestinationState{}, err
 		}
 	}
@@ -75,6 +76,8 @@ type gate struct {
 	repaused bool
 	// trusted: this run is at versionGateTerms.
 	trusted bool
+	// memoAll: this run is at versionGateMemo.
+	memoAll bool
 	// terms are the workers' terms for the destination, resolved at termsAt.
 	terms   activities.Terms
 	termsAt time.Time
@@ -210,6 +213,7 @@ func (g *gate) run(ctx workflow.Context) (DestinationState, error) {
 			g.s.Paused = nil
 			g.by, g.why = "courier", "the pause's until passed"
 		}
+		changed := g.dirty
 		g.dirty = false
 		from := g.published
 		s := g.settle(ctx)
@@ -218,8 +222,8 @@ func (g *gate) run(ctx workflow.Context) (DestinationState, error) {
 			if err := g.publish(ctx, from); err != nil {
 				return g.s, err
 			}
-		case g.repaused:
-			if err := workflow.UpsertMemo(ctx, map[string]any{Memo: g.s}); err != nil {
+		case g.repaused || g.memoAll && changed:
+			if err := g.upsertMemo(ctx); err != nil {
 				return g.s, err
 			}
 		}
@@ -236,12 +240,17 @@ func (g *gate) run(ctx workflow.Context) (DestinationState, error) {
 	}
 }
 
+// upsertMemo writes the gate to the memo, which is all its readers read.
+func (g *gate) upsertMemo(ctx workflow.Context) error {
+	return workflow.UpsertMemo(ctx, map[string]any{Memo: g.s})
+}
+
 // publish tells the workers (the memo they read), the log, the metrics, the
 // notifier (when the breaker opens) and, when attempts may go again, the
 // deliveries waiting on it.
 func (g *gate) publish(ctx workflow.Context, from string) error {
 	g.published = g.s.State
-	if err := workflow.UpsertMemo(ctx, map[string]any{Memo: g.s}); err != nil {
+	if err := g.upsertMemo(ctx); err != nil {
 		return fmt.Errorf("upsert the gate's memo: %w", err)
 	}
 	t := g.s.Transitions[len(g.s.Transitions)-1]

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/suite"
+	"go.temporal.io/sdk/converter"
 	sdktest "go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
@@ -28,6 +29,8 @@ type GateSuite struct {
 	dest     string
 	released int
 	notified []activities.GateNotice
+	// memo is what the gate last wrote to its memo: all Courier reads.
+	memo *gate.DestinationState
 }
 
 func TestGate(t *testing.T) { suite.Run(t, new(GateSuite)) }
@@ -41,7 +44,14 @@ var forgedBreaker = &contract.Breaker{Failures: 1, Window: contract.Duration(tim
 func (s *GateSuite) SetupTest() {
 	s.env = s.NewTestWorkflowEnvironment()
 	s.env.RegisterWorkflowWithOptions(gate.Destination, workflow.RegisterOptions{Name: gate.WorkflowType})
-	s.released, s.notified, s.dest = 0, nil, "legacy"
+	s.released, s.notified, s.dest, s.memo = 0, nil, "legacy", nil
+	s.env.OnUpsertMemo(mock.Anything).Run(func(args mock.Arguments) {
+		// Through the converter, as a reader decodes it.
+		p, err := converter.GetDefaultDataConverter().ToPayload(args.Get(0).(map[string]any)[gate.Memo])
+		s.Require().NoError(err)
+		s.memo = &gate.DestinationState{}
+		s.Require().NoError(converter.GetDefaultDataConverter().FromPayload(p, s.memo))
+	}).Return(nil).Maybe()
 	s.acts = &activities.Activities{
 		Contracts: map[string]contract.Contract{"legacy": {Breaker: testBreaker}, "plain": {}},
 		Reviewers: []string{"alice", "bob"},
@@ -66,12 +76,15 @@ func (s *GateSuite) forge(cl contract.Class, key string) {
 	s.env.SignalWorkflow(gate.SignalReport, gate.Report{Class: cl, Key: key, Error: "forged", Breaker: forgedBreaker})
 }
 
+// state is the gate as its memo holds it, which answers as its query does.
 func (s *GateSuite) state() gate.DestinationState {
 	v, err := s.env.QueryWorkflow(gate.QueryState)
 	s.Require().NoError(err)
 	var st gate.DestinationState
 	s.Require().NoError(v.Get(&st))
-	return st
+	s.Require().NotNil(s.memo, "the gate published its memo")
+	s.Require().Equal(st, *s.memo, "the memo answers as the query")
+	return *s.memo
 }
 
 func (s *GateSuite) update(name, id string, arg any, check func(any, error)) {
