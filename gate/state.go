@@ -97,7 +97,8 @@ type Transition struct {
 	Why  string    `json:"why"`
 }
 
-// DestinationState is the gate: query state's answer and the memo workers read.
+// DestinationState is the gate: the memo every reader reads, and query
+// state's answer (for the web UI).
 type DestinationState struct {
 	Name string `json:"name"`
 	// State is the effective one: paused wins over the breaker's.
