@@ -15,10 +15,10 @@ import (
 
 	"go.temporal.io/api/workflowservice/v1"
 
+	"github.com/abde64c9/courier/gate"
+	"github.com/abde64c9/courier/gate/gateclient"
 	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/sandbox"
-	"github.com/abde64c9/courier/worker"
-	"github.com/abde64c9/courier/workflows"
 )
 
 const (
@@ -376,7 +376,7 @@ func (r *run) pauseAndResume(ctx context.Context, window time.Duration) {
 	if !sleep(window / 5) {
 		return
 	}
-	if _, err := r.stack.Starter.Pause(ctx, name, workflows.PauseRequest{Reason: "soak: paused mid-run", By: "soak"}); err != nil {
+	if _, err := r.stack.Starter.Pause(ctx, name, gate.PauseRequest{Reason: "soak: paused mid-run", By: "soak"}); err != nil {
 		r.violation("pause %s: %v", name, err)
 		return
 	}
@@ -384,14 +384,14 @@ func (r *run) pauseAndResume(ctx context.Context, window time.Duration) {
 	r.logf("paused %s", name)
 	// Attempts under way when it paused may still arrive; after the
 	// workers' read of the gate, nothing may.
-	time.Sleep(worker.GateFresh + time.Second)
+	time.Sleep(gateclient.Fresh + time.Second)
 	path := lab.SandboxService(r.stack.Config.Destinations[name])
 	before := len(r.stack.Sandbox.Requests(path))
 	if !sleep(window * 55 / 100) {
 		return
 	}
 	sent := len(r.stack.Sandbox.Requests(path)) - before
-	if _, err := r.stack.Starter.Resume(ctx, name, workflows.ResumeRequest{By: "soak", Note: "soak: resumed"}); err != nil {
+	if _, err := r.stack.Starter.Resume(ctx, name, gate.ResumeRequest{By: "soak", Note: "soak: resumed"}); err != nil {
 		r.violation("resume %s: %v", name, err)
 		return
 	}

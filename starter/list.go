@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/abde64c9/courier/gate/gateclient"
 	"github.com/abde64c9/courier/internal/visibility"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -120,7 +121,7 @@ func (s *Client) withHolds(ctx context.Context, ds []Delivery) []Delivery {
 		}
 		reason, ok := why[d.Destination]
 		if !ok {
-			if g, err := s.gate(ctx, d.Destination); err == nil {
+			if g, err := gateclient.Read(ctx, s.c, s.dc, d.Destination); err == nil && g != nil {
 				if h, _ := g.Hold(time.Now()); h != nil {
 					reason = strings.ReplaceAll(h.State, "_", " ") + ": " + h.Reason
 				}

@@ -25,10 +25,11 @@ import (
 
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/destinations"
+	"github.com/abde64c9/courier/gate"
+	"github.com/abde64c9/courier/gate/gateclient"
 	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/starter"
-	"github.com/abde64c9/courier/worker"
 	"github.com/abde64c9/courier/workflows"
 )
 
@@ -123,10 +124,10 @@ func TestBreakerHoldsDuringOutage(t *testing.T) {
 	}
 	time.Sleep(time.Until(began.Add(down)))
 	seen := out.requestsWhileDown()
-	gate, err := s.starter.Destination(ctx, "flaky")
+	gs, err := s.starter.Destination(ctx, "flaky")
 	require.NoError(t, err)
-	t.Logf("after %s down: %d requests reached it, gate %s, %d deliveries held", down, seen, gate.State, gate.Held)
-	require.NotEqual(t, workflows.GateClosed, gate.State, "the breaker is open (or probing) at the end of the outage")
+	t.Logf("after %s down: %d requests reached it, gate %s, %d deliveries held", down, seen, gs.State, gs.Held)
+	require.NotEqual(t, gate.Closed, gs.State, "the breaker is open (or probing) at the end of the outage")
 	// The failures that opened it, then one probe per cool-down (and a
 	// worker's read of the gate may lag it by a second).
 	probes := int(down/breaker.CoolDown.D()) + 1
@@ -175,7 +176,7 @@ func TestPauseHoldsAcrossKillAndRestart(t *testing.T) {
 	w := s.startWorker()
 
 	const reason = "partner maintenance INC-7"
-	_, err := s.starter.Pause(ctx, "paused", workflows.PauseRequest{Reason: reason, By: "alice"})
+	_, err := s.starter.Pause(ctx, "paused", gate.PauseRequest{Reason: reason, By: "alice"})
 	require.NoError(t, err)
 	time.Sleep(2 * time.Second) // the workers' read of the gate
 	const n = 20
@@ -214,11 +215,11 @@ func TestPauseHoldsAcrossKillAndRestart(t *testing.T) {
 	s.startWorker()
 	time.Sleep(20 * time.Second) // past the deadline they would have had
 	require.Empty(t, s.sandbox.Requests("paused"), "nothing is sent while paused")
-	gate, err := s.starter.Destination(ctx, "paused")
+	gs, err := s.starter.Destination(ctx, "paused")
 	require.NoError(t, err)
-	require.Equal(t, workflows.GatePaused, gate.State, "the pause outlives the server's restart")
+	require.Equal(t, gate.Paused, gs.State, "the pause outlives the server's restart")
 
-	_, err = s.starter.Resume(ctx, "paused", workflows.ResumeRequest{By: "alice", Note: "maintenance over"})
+	_, err = s.starter.Resume(ctx, "paused", gate.ResumeRequest{By: "alice", Note: "maintenance over"})
 	require.NoError(t, err)
 	// Released within seconds, well before a held delivery's own next look.
 	for _, key := range keys {
@@ -227,10 +228,10 @@ func TestPauseHoldsAcrossKillAndRestart(t *testing.T) {
 		require.Len(t, st.Attempts, 1)
 	}
 	require.Equal(t, n, s.effects("paused"))
-	gate, err = s.starter.Destination(ctx, "paused")
+	gs, err = s.starter.Destination(ctx, "paused")
 	require.NoError(t, err)
-	require.Equal(t, workflows.GateClosed, gate.State)
-	last := gate.Transitions[len(gate.Transitions)-1]
+	require.Equal(t, gate.Closed, gs.State)
+	last := gs.Transitions[len(gs.Transitions)-1]
 	require.Equal(t, "alice", last.By, "who resumed is recorded")
 	require.Contains(t, last.Why, "maintenance over")
 }
@@ -262,23 +263,23 @@ func TestGateIgnoresForgedReport(t *testing.T) {
 	// What `temporal workflow signal-with-start --workflow-id destination-NAME
 	// --type Destination --task-queue courier --input '{"name": "NAME"}'
 	// --signal report --signal-input '{...}'` sends: plain JSON.
-	id := workflows.DestinationWorkflowID(name)
+	id := gate.WorkflowID(name)
 	*s.workflow = append(*s.workflow, id)
 	forged := map[string]any{"class": "not_sent", "key": "by-hand", "error": "forged", "at": time.Now().UTC().Format(time.RFC3339),
 		"breaker": map[string]any{"failures": 1, "window": "1m", "cool_down": "8760h"}}
-	_, err := s.c.SignalWithStartWorkflow(ctx, id, workflows.SignalReport, forged,
+	_, err := s.c.SignalWithStartWorkflow(ctx, id, gate.SignalReport, forged,
 		client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue},
-		workflows.DestinationWorkflowType, map[string]any{"name": name})
+		gate.WorkflowType, map[string]any{"name": name})
 	require.NoError(t, err)
-	var gate starter.DestinationStatus
+	var gs gateclient.Status
 	require.Eventually(t, func() bool {
-		gate, err = s.starter.Destination(ctx, name)
-		return err == nil && len(gate.Recent) == 1
+		gs, err = s.starter.Destination(ctx, name)
+		return err == nil && len(gs.Recent) == 1
 	}, 30*time.Second, 200*time.Millisecond, "the gate decides the forged report")
-	require.Equal(t, workflows.GateClosed, gate.State, "%+v", gate.Breaker)
-	require.Nil(t, gate.Breaker.Config, "the destination has no breaker")
-	require.Empty(t, gate.Transitions)
-	time.Sleep(worker.GateFresh) // the workers' read of the gate
+	require.Equal(t, gate.Closed, gs.State, "%+v", gs.Breaker)
+	require.Nil(t, gs.Breaker.Config, "the destination has no breaker")
+	require.Empty(t, gs.Transitions)
+	time.Sleep(gateclient.Fresh) // the workers' read of the gate
 
 	st := s.deliver(ctx, s.input(name, "after-forged-report"))
 	require.Equal(t, workflows.StatusCreated, st.Status, "%+v", st.Events)
@@ -286,14 +287,14 @@ func TestGateIgnoresForgedReport(t *testing.T) {
 	require.Len(t, st.Attempts, 1)
 	require.Equal(t, 1, s.effects("forged"))
 
-	_, err = s.starter.Pause(ctx, name, workflows.PauseRequest{Reason: "mine now", By: "mallory"})
-	var refused *starter.GateRefusedError
+	_, err = s.starter.Pause(ctx, name, gate.PauseRequest{Reason: "mine now", By: "mallory"})
+	var refused *gateclient.RefusedError
 	require.ErrorAs(t, err, &refused)
 	require.Contains(t, refused.Reason, `by: "mallory" may not pause destinations; allowed: alice`)
-	gate, err = s.starter.Destination(ctx, name)
+	gs, err = s.starter.Destination(ctx, name)
 	require.NoError(t, err)
-	require.Equal(t, workflows.GateClosed, gate.State, "a refused pause changes nothing")
-	require.Nil(t, gate.Paused)
+	require.Equal(t, gate.Closed, gs.State, "a refused pause changes nothing")
+	require.Nil(t, gs.Paused)
 }
 
 // TestStoppedGateKeepsItsPause: a destination is paused and a delivery to
@@ -307,16 +308,16 @@ func TestStoppedGateKeepsItsPause(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	s, name := reviewedGateStack(t, "stopped")
-	id := workflows.DestinationWorkflowID(name)
+	id := gate.WorkflowID(name)
 	*s.workflow = append(*s.workflow, id)
 
 	const reason = "partner maintenance INC-9"
 	// Its end makes the held delivery look again soon, while its gate is
 	// stopped: no gate runs to end it, so it must hold on.
 	until := time.Now().Add(8 * time.Second)
-	_, err := s.starter.Pause(ctx, name, workflows.PauseRequest{Reason: reason, By: "alice", Until: until})
+	_, err := s.starter.Pause(ctx, name, gate.PauseRequest{Reason: reason, By: "alice", Until: until})
 	require.NoError(t, err)
-	time.Sleep(worker.GateFresh) // the workers' read of the gate
+	time.Sleep(gateclient.Fresh) // the workers' read of the gate
 	before, err := s.starter.Start(ctx, s.input(name, "before-stop"))
 	require.NoError(t, err)
 	s.waitFor(ctx, before.Key, time.Minute, "paused", func(st workflows.DeliveryStatus) bool { return st.State == workflows.StatePaused })
@@ -336,42 +337,42 @@ func TestStoppedGateKeepsItsPause(t *testing.T) {
 		require.Contains(t, st.Hold.Reason, "its gate was terminated while paused: courier destination resume "+name+" --by NAME")
 		require.Empty(t, st.Attempts)
 	}
-	gate, err := s.starter.Destination(ctx, name)
+	gs, err := s.starter.Destination(ctx, name)
 	require.NoError(t, err)
-	require.Equal(t, workflows.GatePaused, gate.State)
-	require.Equal(t, "terminated", gate.Stopped)
+	require.Equal(t, gate.Paused, gs.State)
+	require.Equal(t, "terminated", gs.Stopped)
 	names, err := s.starter.Destinations(ctx)
 	require.NoError(t, err)
 	require.Contains(t, names, name, "courier destination status lists it")
 
 	// The reviewers' check applies to the gate started again.
-	_, err = s.starter.Resume(ctx, name, workflows.ResumeRequest{By: "mallory", Note: "mine now"})
-	var refused *starter.GateRefusedError
+	_, err = s.starter.Resume(ctx, name, gate.ResumeRequest{By: "mallory", Note: "mine now"})
+	var refused *gateclient.RefusedError
 	require.ErrorAs(t, err, &refused)
 	require.Contains(t, refused.Reason, `by: "mallory" may not resume destinations; allowed: alice`)
-	gate, err = s.starter.Destination(ctx, name)
+	gs, err = s.starter.Destination(ctx, name)
 	require.NoError(t, err)
-	require.Equal(t, workflows.GatePaused, gate.State, "a refused resume leaves it paused, its gate running again")
-	require.Empty(t, gate.Stopped)
+	require.Equal(t, gate.Paused, gs.State, "a refused resume leaves it paused, its gate running again")
+	require.Empty(t, gs.Stopped)
 	// Stopped again: the latest of its stopped runs decides.
 	require.NoError(t, s.c.TerminateWorkflow(ctx, id, "", "by hand, again"))
-	time.Sleep(2 * worker.GateFresh)
+	time.Sleep(2 * gateclient.Fresh)
 	require.Empty(t, s.sandbox.Requests("stopped"))
 
-	st, err := s.starter.Resume(ctx, name, workflows.ResumeRequest{By: "alice", Note: "maintenance over"})
+	st, err := s.starter.Resume(ctx, name, gate.ResumeRequest{By: "alice", Note: "maintenance over"})
 	require.NoError(t, err)
-	require.Equal(t, workflows.GateClosed, st.State)
+	require.Equal(t, gate.Closed, st.State)
 	for _, key := range []string{before.Key, after.Key} {
 		st := s.waitFor(ctx, key, time.Minute, "finished", func(st workflows.DeliveryStatus) bool { return st.Status != "" })
 		require.Equal(t, workflows.StatusCreated, st.Status, "%s: %+v", key, st.Events)
 		require.Len(t, st.Attempts, 1)
 	}
 	require.Equal(t, 2, s.effects("stopped"), "one effect per delivery")
-	gate, err = s.starter.Destination(ctx, name)
+	gs, err = s.starter.Destination(ctx, name)
 	require.NoError(t, err)
-	require.Equal(t, workflows.GateClosed, gate.State)
-	require.Empty(t, gate.Stopped)
-	last := gate.Transitions[len(gate.Transitions)-1]
+	require.Equal(t, gate.Closed, gs.State)
+	require.Empty(t, gs.Stopped)
+	last := gs.Transitions[len(gs.Transitions)-1]
 	require.Equal(t, "alice", last.By, "who resumed is recorded")
 	require.Contains(t, last.Why, "maintenance over")
 }

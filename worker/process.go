@@ -19,6 +19,7 @@ import (
 
 	"github.com/abde64c9/courier/connect"
 	"github.com/abde64c9/courier/destinations"
+	"github.com/abde64c9/courier/gate/gateclient"
 	"github.com/abde64c9/courier/workflows"
 )
 
@@ -139,8 +140,8 @@ func StartProcess(ctx context.Context, o ProcessOptions) (_ *Process, err error)
 		wo.WorkerStopTimeout = DefaultStopTimeout
 	}
 	acts := NewActivities(p.client, o.Config, p.adapters)
-	gate := NewGate(p.client, co.Namespace, co.DataConverter, o.Config, p.metrics.Handler, logger)
-	acts.Gate = gate
+	gates := gateclient.NewCache(p.client, co.Namespace, co.DataConverter, o.Config, p.metrics.Handler, logger)
+	acts.Gate = gates
 	acts.StopGrace = max(wo.WorkerStopTimeout-stopMargin, wo.WorkerStopTimeout/2)
 	workers := New(p.client, o.Config, acts, wo)
 	for i, w := range workers {
@@ -167,7 +168,7 @@ func StartProcess(ctx context.Context, o ProcessOptions) (_ *Process, err error)
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		gate.watch(wctx)
+		gates.Watch(wctx)
 	}()
 	p.reach = newReachability(co.HostPort, co.Namespace, p.metrics.Handler, logger, time.Now())
 	p.wg.Add(1)

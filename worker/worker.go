@@ -16,6 +16,7 @@ import (
 	"github.com/abde64c9/courier/activities/notify"
 	"github.com/abde64c9/courier/activities/sqldest"
 	"github.com/abde64c9/courier/destinations"
+	"github.com/abde64c9/courier/gate"
 	"github.com/abde64c9/courier/workflows"
 )
 
@@ -86,12 +87,13 @@ func Register(r sdkworker.Registry, cfg destinations.Config, acts *activities.Ac
 	r.RegisterActivity(acts)
 }
 
-// RegisterWorkflow registers only the workflow, for replayers.
+// RegisterWorkflow registers only the workflows (the Delivery and the
+// destination's gate), for replayers.
 func RegisterWorkflow(r sdkworker.WorkflowRegistry, cfg destinations.Config) {
 	r.RegisterWorkflowWithOptions(Deliveries(cfg).Delivery,
 		workflow.RegisterOptions{Name: workflows.WorkflowType})
-	r.RegisterWorkflowWithOptions(workflows.Destination,
-		workflow.RegisterOptions{Name: workflows.DestinationWorkflowType})
+	r.RegisterWorkflowWithOptions(gate.Destination,
+		workflow.RegisterOptions{Name: gate.WorkflowType})
 }
 
 // Deliveries is the Delivery workflow for cfg's destinations. The workflow

@@ -68,27 +68,9 @@ const (
 	describeRelease = "From the destination's gate: a delivery held at a paused or broken destination looks again. No input."
 	describeDeliver = `Start or join the delivery and wait until it is final or parked for review. Input: {"payload": the start's payload, as sent} or {"fingerprint": "the payload's"}`
 
-	// A destination's gate (see Destination): its workflow, the memo
-	// workers read it from, and its handlers.
-	DestinationWorkflowType = "Destination"
-	DestinationIDPrefix     = "destination-"
-	MemoGate                = "gate"
-	// QueryGate returns a DestinationState.
-	QueryGate = "state"
-	// UpdatePause and UpdateResume carry a PauseRequest and a ResumeRequest;
-	// UpdateProbe, the key of the attempt that would be the probe.
-	UpdatePause  = "pause"
-	UpdateResume = "resume"
-	UpdateProbe  = "probe"
-	// SignalReport carries a Report to the gate.
-	SignalReport = "report"
-	// SignalRelease tells a delivery held at its destination to look again.
+	// SignalRelease tells a delivery held at its destination to look again
+	// (sent by the destination's gate, package gate, whose names are there).
 	SignalRelease = "release"
-	// ErrInvalidGateChange is the error type of a pause or resume refused.
-	ErrInvalidGateChange = "InvalidGateChange"
-	// MetricGateTransitions: a destination's gate changes, by destination and
-	// the state it changed to.
-	MetricGateTransitions = "courier_destination_transitions"
 
 	// Activity names.
 	ActivityAttempt      = "Attempt"
@@ -120,9 +102,6 @@ func DeliverUpdateID(fingerprint string, epoch int) string {
 	}
 	return UpdateDeliverIDPrefix + fingerprint
 }
-
-// DestinationWorkflowID is the ID of a destination's gate.
-func DestinationWorkflowID(name string) string { return DestinationIDPrefix + name }
 
 // HeldQuery is the visibility query for the deliveries held at a
 // destination (paused, or its breaker open).

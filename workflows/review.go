@@ -47,7 +47,7 @@ func (d *delivery) review(ctx workflow.Context, reminder contract.Duration, evid
 		var ok bool
 		var err error
 		if desk {
-			ok, err = awaitClosingTimer(ctx, reminder.D(), summary, decided)
+			ok, err = AwaitClosingTimer(ctx, reminder.D(), summary, decided)
 		} else {
 			ok, err = workflow.AwaitWithOptions(ctx, workflow.AwaitOptions{
 				Timeout: reminder.D(), TimerOptions: workflow.TimerOptions{Summary: summary},
@@ -98,9 +98,9 @@ func (d *delivery) remind(ctx workflow.Context, desk bool) {
 	d.recordReminder(ctx, d.res.Review.Reminders, detail)
 }
 
-// awaitClosingTimer is workflow.AwaitWithOptions whose timer is canceled
+// AwaitClosingTimer is workflow.AwaitWithOptions whose timer is canceled
 // when the condition comes first, so nothing in the history looks pending.
-func awaitClosingTimer(ctx workflow.Context, timeout time.Duration, summary string, cond func() bool) (bool, error) {
+func AwaitClosingTimer(ctx workflow.Context, timeout time.Duration, summary string, cond func() bool) (bool, error) {
 	tctx, cancel := workflow.WithCancel(ctx)
 	ok, err := workflow.AwaitWithOptions(tctx, workflow.AwaitOptions{
 		Timeout: timeout, TimerOptions: workflow.TimerOptions{Summary: summary},

@@ -193,7 +193,7 @@ func (d *delivery) hold(ctx workflow.Context, h *activities.Hold) error {
 		wait = min(max(h.Until.Sub(start), holdLookSoonest)+spread, holdLookAgain)
 	}
 	summary := fmt.Sprintf("held: %s at %s; look again in %s", strings.ReplaceAll(h.State, "_", " "), d.in.Destination, wait.Round(time.Second))
-	if _, err := awaitClosingTimer(ctx, wait, summary, func() bool { return d.released }); err != nil {
+	if _, err := AwaitClosingTimer(ctx, wait, summary, func() bool { return d.released }); err != nil {
 		return err
 	}
 	d.heldFor += workflow.Now(ctx).Sub(start)
@@ -219,7 +219,7 @@ func (d *delivery) recordedContract(ctx workflow.Context) (*contract.Contract, e
 		}
 		return nil, nil
 	}
-	t, err := resolveTerms(ctx, d.in.Destination)
+	t, err := ResolveTerms(ctx, d.in.Destination)
 	if err != nil {
 		return nil, err
 	}
@@ -227,10 +227,10 @@ func (d *delivery) recordedContract(ctx workflow.Context) (*contract.Contract, e
 	return t.Contract, nil
 }
 
-// resolveTerms records the worker's current terms for a destination in
+// ResolveTerms records the worker's current terms for a destination in
 // history, by a local activity: a marker in the workflow task, no round
 // trip to the server.
-func resolveTerms(ctx workflow.Context, destination string) (activities.Terms, error) {
+func ResolveTerms(ctx workflow.Context, destination string) (activities.Terms, error) {
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout: 10 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},

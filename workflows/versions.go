@@ -1,6 +1,7 @@
-// Every workflow.GetVersion marker of the Delivery and gate workflows, with
-// what it guards. Each is asked where its change is; a change that alters
-// the command sequence adds one here and a history set that carries it.
+// Every workflow.GetVersion marker of the Delivery workflow, with what it
+// guards; the gate's are in package gate. Each is asked where its change
+// is; a change that alters the command sequence adds one here and a
+// history set that carries it.
 
 package workflows
 
@@ -34,9 +35,3 @@ const versionBatchRepeats = "batch-repeats"
 // versionDerivedAttributes marks deliveries that replace search
 // attributes a caller set at start when they differ from the input's.
 const versionDerivedAttributes = "derived-attributes"
-
-// versionGateTerms marks gates that take their breaker and who may pause or
-// resume them from the workers' destinations file, recorded in history by
-// ResolveTerms, and whose resume also closes an open breaker. Asked once,
-// as a run starts: runs from before keep deciding from the reports' breaker.
-const versionGateTerms = "gate-terms"

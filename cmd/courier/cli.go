@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/abde64c9/courier/destinations"
+	"github.com/abde64c9/courier/gate/gateclient"
 	"github.com/abde64c9/courier/internal/cli"
 	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/starter"
@@ -70,7 +71,7 @@ func startError(err error) error {
 	var conflict *starter.ConflictError
 	var notAwaiting *starter.NotAwaitingReviewError
 	var refused *starter.ReviewRefusedError
-	var gateRefused *starter.GateRefusedError
+	var gateRefused *gateclient.RefusedError
 	switch {
 	case errors.As(err, &invalid):
 		return &cli.ExitError{Code: cli.CodeUsage, Err: err}

@@ -25,6 +25,8 @@ import (
 	"github.com/abde64c9/courier/activities/probe"
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/devserver"
+	"github.com/abde64c9/courier/gate"
+	"github.com/abde64c9/courier/gate/gateclient"
 	"github.com/abde64c9/courier/internal/cli"
 	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/opkey"
@@ -536,10 +538,10 @@ func testDestinationRefused(t *testing.T, c *cliRun) {
 	require.Contains(t, resume.stderr, "destination helpdesk is not paused and its breaker is closed")
 	st := c.courier("destination", "status", "helpdesk", "--json")
 	require.Equal(t, cli.CodeOK, st.code, st.stderr)
-	var gates []starter.DestinationStatus
+	var gates []gateclient.Status
 	require.NoError(t, json.Unmarshal([]byte(st.stdout), &gates))
 	require.Len(t, gates, 1)
-	require.Equal(t, workflows.GateClosed, gates[0].State, "a refused pause changes nothing")
+	require.Equal(t, gate.Closed, gates[0].State, "a refused pause changes nothing")
 	require.Nil(t, gates[0].Paused)
 }
 

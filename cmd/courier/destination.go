@@ -11,10 +11,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/abde64c9/courier/gate"
+	"github.com/abde64c9/courier/gate/gateclient"
 	"github.com/abde64c9/courier/internal/cli"
 	"github.com/abde64c9/courier/starter"
-	"github.com/abde64c9/courier/worker"
-	"github.com/abde64c9/courier/workflows"
 )
 
 func destinationCommand() *cobra.Command {
@@ -35,7 +35,7 @@ resume (--by); anyone else is refused.`,
 }
 
 func pauseCommand() *cobra.Command {
-	var r workflows.PauseRequest
+	var r gate.PauseRequest
 	var until string
 	c := &cobra.Command{
 		Use:   "pause NAME --reason TEXT --by NAME [--until TIME]",
@@ -69,7 +69,7 @@ workflow was terminated or canceled is started again, paused.`,
 				return startError(err)
 			}
 			// Workers read the gate at most this old: after it, none sends.
-			time.Sleep(worker.GateFresh)
+			time.Sleep(gateclient.Fresh)
 			fmt.Fprintf(os.Stderr, "%s paused: no attempt is sent to it now; resume with: courier destination resume %s --by NAME\n", args[0], args[0])
 			return cli.PrintJSON(os.Stdout, st)
 		})
@@ -78,7 +78,7 @@ workflow was terminated or canceled is started again, paused.`,
 }
 
 func resumeCommand() *cobra.Command {
-	var r workflows.ResumeRequest
+	var r gate.ResumeRequest
 	c := &cobra.Command{
 		Use:   "resume NAME --by NAME [--note TEXT]",
 		Short: "resume a paused destination, or close its open breaker, and release its held deliveries",
@@ -134,7 +134,7 @@ restores it, each starting a new gate.`,
 					return err
 				}
 			}
-			out := make([]starter.DestinationStatus, 0, len(names))
+			out := make([]gateclient.Status, 0, len(names))
 			for _, n := range names {
 				st, err := s.Destination(ctx, n)
 				if err != nil {
@@ -151,7 +151,7 @@ restores it, each starting a new gate.`,
 	return c
 }
 
-func printGates(stdout, stderr io.Writer, gates []starter.DestinationStatus) error {
+func printGates(stdout, stderr io.Writer, gates []gateclient.Status) error {
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "DESTINATION\tSTATE\tSINCE\tHELD\tWHY\tRECENT")
 	for _, g := range gates {
@@ -169,7 +169,7 @@ func printGates(stdout, stderr io.Writer, gates []starter.DestinationStatus) err
 			since = g.Since.Local().Format(time.DateTime)
 		}
 		state := g.State
-		if g.Stopped != "" && g.State != workflows.GateClosed {
+		if g.Stopped != "" && g.State != gate.Closed {
 			state += " (gate " + g.Stopped + ")"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", g.Name, state, since, g.Held, why, strings.Join(recent, ","))
@@ -178,9 +178,9 @@ func printGates(stdout, stderr io.Writer, gates []starter.DestinationStatus) err
 		return err
 	}
 	for _, g := range gates {
-		if g.Stopped != "" && g.State != workflows.GateClosed {
+		if g.Stopped != "" && g.State != gate.Closed {
 			// Nothing runs to lift it: the operator decides.
-			fmt.Fprintf(stderr, "%s: its gate was %s while %s; it holds until: %s\n", g.Name, g.Stopped, g.State, workflows.StoppedHow(g.Name))
+			fmt.Fprintf(stderr, "%s: its gate was %s while %s; it holds until: %s\n", g.Name, g.Stopped, g.State, gate.StoppedHow(g.Name))
 		}
 	}
 	return nil

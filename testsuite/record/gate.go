@@ -13,6 +13,8 @@ import (
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/destinations"
+	"github.com/abde64c9/courier/gate"
+	"github.com/abde64c9/courier/gate/gateclient"
 	"github.com/abde64c9/courier/internal/wftest"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/worker"
@@ -49,52 +51,52 @@ var gateScenarios = []gateScenario{
 		for i, cl := range []contract.Class{contract.ClassNotSent, contract.ClassThrottled, contract.ClassServerError} {
 			g.report(ctx, cl, fmt.Sprintf("fail-%d", i))
 		}
-		g.await(ctx, workflows.GateOpen)
+		g.await(ctx, gate.Open)
 		for i, next := range []contract.Class{contract.ClassServerError, contract.ClassCreated} {
 			g.probe(ctx, fmt.Sprintf("probe-%d", i))
-			g.await(ctx, workflows.GateHalfOpen)
+			g.await(ctx, gate.HalfOpen)
 			g.report(ctx, next, fmt.Sprintf("probe-%d", i))
 			if next.FoundDown() {
-				g.await(ctx, workflows.GateOpen)
+				g.await(ctx, gate.Open)
 			}
 		}
-		g.await(ctx, workflows.GateClosed)
+		g.await(ctx, gate.Closed)
 		return g.err
 	}},
 	{"pause, resume, and a pause that ends by itself", "rec-pause", func(ctx context.Context, g *gateDriver) error {
-		g.pause(ctx, workflows.PauseRequest{Reason: "partner maintenance", By: "alice"})
-		g.await(ctx, workflows.GatePaused)
-		g.resume(ctx, workflows.ResumeRequest{By: "bob", Note: "maintenance over"})
-		g.await(ctx, workflows.GateClosed)
-		g.pause(ctx, workflows.PauseRequest{Reason: "window", By: "alice", Until: time.Now().Add(3 * time.Second)})
-		g.await(ctx, workflows.GatePaused)
-		g.await(ctx, workflows.GateClosed)
+		g.pause(ctx, gate.PauseRequest{Reason: "partner maintenance", By: "alice"})
+		g.await(ctx, gate.Paused)
+		g.resume(ctx, gate.ResumeRequest{By: "bob", Note: "maintenance over"})
+		g.await(ctx, gate.Closed)
+		g.pause(ctx, gate.PauseRequest{Reason: "window", By: "alice", Until: time.Now().Add(3 * time.Second)})
+		g.await(ctx, gate.Paused)
+		g.await(ctx, gate.Closed)
 		return g.err
 	}},
 	{"breaker opens while paused, resume, an answer closes it", "rec-paused-breaker", func(ctx context.Context, g *gateDriver) error {
-		g.pause(ctx, workflows.PauseRequest{Reason: "partner outage", By: "alice"})
-		g.await(ctx, workflows.GatePaused)
+		g.pause(ctx, gate.PauseRequest{Reason: "partner outage", By: "alice"})
+		g.await(ctx, gate.Paused)
 		g.report(ctx, contract.ClassNotSent, "a")
 		g.report(ctx, contract.ClassNotSent, "b")
-		g.awaitBreaker(ctx, workflows.GateOpen)
-		g.resume(ctx, workflows.ResumeRequest{By: "bob", Note: "partner back"})
+		g.awaitBreaker(ctx, gate.Open)
+		g.resume(ctx, gate.ResumeRequest{By: "bob", Note: "partner back"})
 		g.report(ctx, contract.ClassCreated, "c")
-		g.await(ctx, workflows.GateClosed)
+		g.await(ctx, gate.Closed)
 		return g.err
 	}},
 	{"resume closes an open breaker", "rec-resume-breaker", func(ctx context.Context, g *gateDriver) error {
 		g.report(ctx, contract.ClassNotSent, "a")
 		g.report(ctx, contract.ClassServerError, "b")
-		g.await(ctx, workflows.GateOpen)
-		g.resume(ctx, workflows.ResumeRequest{By: "bob", Note: "partner confirmed"})
-		g.await(ctx, workflows.GateClosed)
+		g.await(ctx, gate.Open)
+		g.resume(ctx, gate.ResumeRequest{By: "bob", Note: "partner confirmed"})
+		g.await(ctx, gate.Closed)
 		return g.err
 	}},
 	{"a forged report opens nothing, a pause by a stranger is refused", "rec-plain", func(ctx context.Context, g *gateDriver) error {
 		g.forge(ctx)
-		g.until(ctx, "the report decided", func(st workflows.DestinationState) bool { return len(st.Recent) == 1 })
-		g.refusedPause(ctx, workflows.PauseRequest{Reason: "mine now", By: "mallory"})
-		g.await(ctx, workflows.GateClosed)
+		g.until(ctx, "the report decided", func(st gate.DestinationState) bool { return len(st.Recent) == 1 })
+		g.refusedPause(ctx, gate.PauseRequest{Reason: "mine now", By: "mallory"})
+		g.await(ctx, gate.Closed)
 		return g.err
 	}},
 }
@@ -118,7 +120,7 @@ func recordGates(ctx context.Context, c client.Client, logger *slog.Logger) (map
 		if err != nil {
 			return nil, nil, fmt.Errorf("scenario %q: %w", sc.name, err)
 		}
-		id := workflows.DestinationWorkflowID(sc.dest)
+		id := gate.WorkflowID(sc.dest)
 		// The gate runs until cancelled: its history is then complete.
 		if err := c.CancelWorkflow(ctx, id, ""); err != nil {
 			return nil, nil, fmt.Errorf("scenario %q: %w", sc.name, err)
@@ -171,7 +173,7 @@ func (g *gateDriver) report(ctx context.Context, cl contract.Class, key string) 
 	if g.err != nil {
 		return
 	}
-	r := workflows.Report{Class: cl, Key: key, At: time.Now()}
+	r := gate.Report{Class: cl, Key: key, At: time.Now()}
 	if cl.FoundDown() {
 		r.Error = "recorded failure"
 	}
@@ -182,16 +184,15 @@ func (g *gateDriver) report(ctx context.Context, cl contract.Class, key string) 
 // of one failure and a year's cool-down.
 func (g *gateDriver) forge(ctx context.Context) {
 	if g.err == nil {
-		g.signal(ctx, workflows.Report{Class: contract.ClassNotSent, Key: "by-hand", Error: "forged", At: time.Now(),
+		g.signal(ctx, gate.Report{Class: contract.ClassNotSent, Key: "by-hand", Error: "forged", At: time.Now(),
 			Breaker: &contract.Breaker{Failures: 1, Window: contract.Duration(time.Minute), CoolDown: contract.Duration(8760 * time.Hour)}})
 	}
 }
 
-func (g *gateDriver) signal(ctx context.Context, r workflows.Report) {
-	id := workflows.DestinationWorkflowID(g.dest)
-	_, err := g.c.SignalWithStartWorkflow(ctx, id, workflows.SignalReport, r,
-		client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue},
-		workflows.DestinationWorkflowType, workflows.DestinationInput{Name: g.dest})
+func (g *gateDriver) signal(ctx context.Context, r gate.Report) {
+	id := gate.WorkflowID(g.dest)
+	_, err := g.c.SignalWithStartWorkflow(ctx, id, gate.SignalReport, r,
+		gateclient.StartOptions(g.dest), gate.WorkflowType, gate.DestinationInput{Name: g.dest})
 	g.fail(err)
 }
 
@@ -199,7 +200,7 @@ func (g *gateDriver) signal(ctx context.Context, r workflows.Report) {
 func (g *gateDriver) probe(ctx context.Context, key string) {
 	for g.err == nil {
 		h, err := g.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-			WorkflowID: workflows.DestinationWorkflowID(g.dest), UpdateName: workflows.UpdateProbe,
+			WorkflowID: gate.WorkflowID(g.dest), UpdateName: gate.UpdateProbe,
 			Args: []any{key}, WaitForStage: client.WorkflowUpdateStageCompleted,
 		})
 		var granted bool
@@ -214,7 +215,7 @@ func (g *gateDriver) probe(ctx context.Context, key string) {
 	}
 }
 
-func (g *gateDriver) pause(ctx context.Context, r workflows.PauseRequest) {
+func (g *gateDriver) pause(ctx context.Context, r gate.PauseRequest) {
 	if g.err == nil {
 		_, err := g.s.Pause(ctx, g.dest, r)
 		g.fail(err)
@@ -222,17 +223,17 @@ func (g *gateDriver) pause(ctx context.Context, r workflows.PauseRequest) {
 }
 
 // refusedPause sends a pause the gate must refuse.
-func (g *gateDriver) refusedPause(ctx context.Context, r workflows.PauseRequest) {
+func (g *gateDriver) refusedPause(ctx context.Context, r gate.PauseRequest) {
 	if g.err != nil {
 		return
 	}
-	var refused *starter.GateRefusedError
+	var refused *gateclient.RefusedError
 	if _, err := g.s.Pause(ctx, g.dest, r); !errors.As(err, &refused) {
 		g.fail(fmt.Errorf("pause by %s: want refused, got %v", r.By, err))
 	}
 }
 
-func (g *gateDriver) resume(ctx context.Context, r workflows.ResumeRequest) {
+func (g *gateDriver) resume(ctx context.Context, r gate.ResumeRequest) {
 	if g.err == nil {
 		_, err := g.s.Resume(ctx, g.dest, r)
 		g.fail(err)
@@ -241,15 +242,15 @@ func (g *gateDriver) resume(ctx context.Context, r workflows.ResumeRequest) {
 
 // await waits until the gate's effective state is state.
 func (g *gateDriver) await(ctx context.Context, state string) {
-	g.until(ctx, "state "+state, func(st workflows.DestinationState) bool { return st.State == state })
+	g.until(ctx, "state "+state, func(st gate.DestinationState) bool { return st.State == state })
 }
 
 // awaitBreaker waits until the gate's breaker is in state, paused or not.
 func (g *gateDriver) awaitBreaker(ctx context.Context, state string) {
-	g.until(ctx, "breaker "+state, func(st workflows.DestinationState) bool { return st.Breaker.State == state })
+	g.until(ctx, "breaker "+state, func(st gate.DestinationState) bool { return st.Breaker.State == state })
 }
 
-func (g *gateDriver) until(ctx context.Context, what string, ok func(workflows.DestinationState) bool) {
+func (g *gateDriver) until(ctx context.Context, what string, ok func(gate.DestinationState) bool) {
 	for g.err == nil {
 		st, err := g.s.Destination(ctx, g.dest)
 		if err != nil {

@@ -1,4 +1,4 @@
-package workflows
+package gate
 
 import (
 	"fmt"
@@ -7,15 +7,15 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 )
 
-// GateRunsQuery is the visibility query for the runs that decide the
+// RunsQuery is the visibility query for the runs that decide the
 // destinations' gates: running ones, and those that stopped without
-// continuing, whose last memo still holds their destination (see GateOfRun).
-var GateRunsQuery = fmt.Sprintf(`WorkflowType = %q AND ExecutionStatus IN ("Running", "Terminated", "Canceled", "Failed", "TimedOut")`,
-	DestinationWorkflowType)
+// continuing, whose last memo still holds their destination (see OfRun).
+var RunsQuery = fmt.Sprintf(`WorkflowType = %q AND ExecutionStatus IN ("Running", "Terminated", "Canceled", "Failed", "TimedOut")`,
+	WorkflowType)
 
-// StoppedGate names how a gate's run stopped without continuing; "" when
+// Stopped names how a gate's run stopped without continuing; "" when
 // it is running or continued (as new, or completed: a gate never does).
-func StoppedGate(status enumspb.WorkflowExecutionStatus) string {
+func Stopped(status enumspb.WorkflowExecutionStatus) string {
 	switch status {
 	case enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED:
 		return "terminated"
@@ -29,19 +29,19 @@ func StoppedGate(status enumspb.WorkflowExecutionStatus) string {
 	return ""
 }
 
-// GateOfRun is what a gate's latest run means for its destination, from
+// OfRun is what a gate's latest run means for its destination, from
 // the run's status and the state its memo last published (nil: none):
 // nil when it holds nothing back (closed). A stopped run keeps the state it
 // stopped in, marked Stopped: a pause or an open breaker must not lift
 // because its gate was terminated, so it holds until an operator resumes.
-func GateOfRun(status enumspb.WorkflowExecutionStatus, memo *DestinationState) *DestinationState {
+func OfRun(status enumspb.WorkflowExecutionStatus, memo *DestinationState) *DestinationState {
 	if memo == nil {
 		return nil
 	}
 	if status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		return memo
 	}
-	stopped := StoppedGate(status)
+	stopped := Stopped(status)
 	if stopped == "" {
 		return nil
 	}
@@ -50,16 +50,16 @@ func GateOfRun(status enumspb.WorkflowExecutionStatus, memo *DestinationState) *
 	return &st
 }
 
-// GateRun is one run of a gate, as visibility lists it.
-type GateRun struct {
+// Run is one run of a gate, as visibility lists it.
+type Run struct {
 	Status    enumspb.WorkflowExecutionStatus
 	CloseTime time.Time
 }
 
-// LatestGateRun says whether run b, of the same gate, decides it rather
+// LatestRun says whether run b, of the same gate, decides it rather
 // than a: a running run wins over stopped ones, and of stopped ones the
 // last to close.
-func LatestGateRun(a, b GateRun) bool {
+func LatestRun(a, b Run) bool {
 	aRunning := a.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
 	bRunning := b.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
 	switch {

@@ -1,4 +1,4 @@
-package worker
+package gateclient
 
 import (
 	"context"
@@ -20,19 +20,19 @@ import (
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/destinations"
-	"github.com/abde64c9/courier/workflows"
+	"github.com/abde64c9/courier/gate"
 )
 
 func gateRun(t *testing.T, dest string, status enumspb.WorkflowExecutionStatus, closed time.Time, state string) *workflowpb.WorkflowExecutionInfo {
-	st := workflows.DestinationState{Name: dest, State: state, Breaker: workflows.Breaker{State: workflows.GateClosed}}
-	if state == workflows.GatePaused {
-		st.Paused = &workflows.Pause{Reason: "INC-7", By: "alice"}
+	st := gate.DestinationState{Name: dest, State: state, Breaker: gate.Breaker{State: gate.Closed}}
+	if state == gate.Paused {
+		st.Paused = &gate.Pause{Reason: "INC-7", By: "alice"}
 	}
 	p, err := converter.GetDefaultDataConverter().ToPayload(st)
 	require.NoError(t, err)
 	info := &workflowpb.WorkflowExecutionInfo{
-		Execution: &commonpb.WorkflowExecution{WorkflowId: workflows.DestinationWorkflowID(dest)},
-		Status:    status, Memo: &commonpb.Memo{Fields: map[string]*commonpb.Payload{workflows.MemoGate: p}},
+		Execution: &commonpb.WorkflowExecution{WorkflowId: gate.WorkflowID(dest)},
+		Status:    status, Memo: &commonpb.Memo{Fields: map[string]*commonpb.Payload{gate.Memo: p}},
 	}
 	if !closed.IsZero() {
 		info.CloseTime = timestamppb.New(closed)
@@ -41,7 +41,7 @@ func gateRun(t *testing.T, dest string, status enumspb.WorkflowExecutionStatus, 
 }
 
 // TestReadAllKeepsStoppedPauses: one listing of the gates' runs; per gate
-// a running run wins, else the latest stopped one, and readGate reads a
+// a running run wins, else the latest stopped one, and Read reads a
 // latest run the same way.
 func TestReadAllKeepsStoppedPauses(t *testing.T) {
 	now := time.Now()
@@ -52,26 +52,26 @@ func TestReadAllKeepsStoppedPauses(t *testing.T) {
 	)
 	c := &mocks.Client{}
 	c.On("ListWorkflow", mock.Anything, mock.MatchedBy(func(r *workflowservice.ListWorkflowExecutionsRequest) bool {
-		return r.GetQuery() == workflows.GateRunsQuery
+		return r.GetQuery() == gate.RunsQuery
 	})).Return(&workflowservice.ListWorkflowExecutionsResponse{Executions: []*workflowpb.WorkflowExecutionInfo{
 		// Terminated paused, then started again and resumed: running wins.
-		gateRun(t, "resumed", term, now.Add(-time.Minute), workflows.GatePaused),
-		gateRun(t, "resumed", running, time.Time{}, workflows.GateClosed),
+		gateRun(t, "resumed", term, now.Add(-time.Minute), gate.Paused),
+		gateRun(t, "resumed", running, time.Time{}, gate.Closed),
 		// Terminated twice, paused the last time: the latest decides.
-		gateRun(t, "stopped", term, now, workflows.GatePaused),
-		gateRun(t, "stopped", canc, now.Add(-time.Hour), workflows.GateClosed),
+		gateRun(t, "stopped", term, now, gate.Paused),
+		gateRun(t, "stopped", canc, now.Add(-time.Hour), gate.Closed),
 		// Canceled while closed: holds nothing back.
-		gateRun(t, "closed", canc, now, workflows.GateClosed),
+		gateRun(t, "closed", canc, now, gate.Closed),
 	}}, nil).Once()
 	cfg := destinations.Config{Destinations: map[string]destinations.Destination{"resumed": {}, "stopped": {}, "closed": {}, "never": {}}}
-	g := NewGate(c, "default", nil, cfg, client.MetricsNopHandler, slog.New(slog.DiscardHandler))
+	g := NewCache(c, "default", nil, cfg, client.MetricsNopHandler, slog.New(slog.DiscardHandler))
 	require.NoError(t, g.readAll(context.Background()))
 	c.AssertExpectations(t)
 
 	ctx := context.Background()
 	st, err := g.State(ctx, "resumed", time.Hour)
 	require.NoError(t, err)
-	require.Equal(t, workflows.GateClosed, st.State)
+	require.Equal(t, gate.Closed, st.State)
 	hold, _ := st.Hold(now)
 	require.Nil(t, hold)
 
@@ -91,8 +91,8 @@ func TestReadAllKeepsStoppedPauses(t *testing.T) {
 	require.Nil(t, st)
 
 	// A just-released delivery reads afresh: the same decision.
-	c.On("DescribeWorkflowExecution", mock.Anything, workflows.DestinationWorkflowID("stopped"), "").
-		Return(&workflowservice.DescribeWorkflowExecutionResponse{WorkflowExecutionInfo: gateRun(t, "stopped", term, now, workflows.GatePaused)}, nil).Once()
+	c.On("DescribeWorkflowExecution", mock.Anything, gate.WorkflowID("stopped"), "").
+		Return(&workflowservice.DescribeWorkflowExecutionResponse{WorkflowExecutionInfo: gateRun(t, "stopped", term, now, gate.Paused)}, nil).Once()
 	hold, probe, err = g.Admit(ctx, "stopped", "k", true)
 	require.NoError(t, err)
 	require.False(t, probe)
@@ -107,9 +107,9 @@ func TestReportSparesAStoppedGate(t *testing.T) {
 	c := &mocks.Client{}
 	b := &contract.Breaker{Failures: 3, Window: contract.Duration(time.Minute), CoolDown: contract.Duration(time.Minute)}
 	cfg := destinations.Config{Destinations: map[string]destinations.Destination{"legacy": {Contract: contract.Contract{Breaker: b}}}}
-	g := NewGate(c, "default", nil, cfg, client.MetricsNopHandler, slog.New(slog.DiscardHandler))
-	g.keep("legacy", &workflows.DestinationState{Name: "legacy", State: workflows.GateHalfOpen, Stopped: "terminated",
-		Breaker: workflows.Breaker{State: workflows.GateHalfOpen, Failures: 3}}, time.Now())
+	g := NewCache(c, "default", nil, cfg, client.MetricsNopHandler, slog.New(slog.DiscardHandler))
+	g.keep("legacy", &gate.DestinationState{Name: "legacy", State: gate.HalfOpen, Stopped: "terminated",
+		Breaker: gate.Breaker{State: gate.HalfOpen, Failures: 3}}, time.Now())
 	g.Report(context.Background(), "legacy", "probe", activities.Outcome{Class: contract.ClassNotSent})
 	c.AssertExpectations(t)
 }

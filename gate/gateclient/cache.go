@@ -1,36 +1,28 @@
-package worker
+package gateclient
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
-	commonpb "go.temporal.io/api/common/v1"
-	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/destinations"
+	"github.com/abde64c9/courier/gate"
 	"github.com/abde64c9/courier/internal/text"
 	"github.com/abde64c9/courier/internal/visibility"
 	"github.com/abde64c9/courier/workflows"
 )
 
-// MetricDestinationState is a gauge per destination and gate state: 1 for
-// the state the worker last read, 0 for the others.
-const MetricDestinationState = "courier_destination_state"
-
 // How a worker keeps its copy of the gates: a background loop lists every
 // gate (their memos, from visibility) in one call each refreshEvery, so an
 // attempt reads its copy without a call to the server, and a destination
-// that never had a gate costs nothing. Only a copy older than GateFresh
+// that never had a gate costs nothing. Only a copy older than Fresh
 // (the loop is behind) is read on the attempt's path.
 const (
 	refreshEvery = time.Second
@@ -38,13 +30,17 @@ const (
 	defaultReleaseRate = 10
 )
 
-// GateFresh is how long a pause or resume takes to reach every worker.
-const GateFresh = 2 * refreshEvery
+// MetricState is a gauge per destination and gate state: 1 for the state
+// the worker last read, 0 for the others.
+const MetricState = "courier_destination_state"
 
-// Gate is the worker's side of its destinations' gates: it reads each
+// Fresh is how long a pause or resume takes to reach every worker.
+const Fresh = 2 * refreshEvery
+
+// Cache is the worker's side of its destinations' gates: it reads each
 // gate's memo, asks for the probe by update, reports attempts by
 // signal-with-start, and releases held deliveries by batch signal.
-type Gate struct {
+type Cache struct {
 	c         client.Client
 	namespace string
 	dc        converter.DataConverter
@@ -58,36 +54,36 @@ type Gate struct {
 
 type gateRead struct {
 	at    time.Time
-	state *workflows.DestinationState // nil: no gate, so closed
+	state *gate.DestinationState // nil: no gate, so closed
 }
 
-var _ activities.Gate = (*Gate)(nil)
+var _ activities.Gate = (*Cache)(nil)
 
-// NewGate returns the gate for the destinations of cfg.
-func NewGate(c client.Client, namespace string, dc converter.DataConverter, cfg destinations.Config, h client.MetricsHandler, log *slog.Logger) *Gate {
+// NewCache returns the workers' cache of the gates of cfg's destinations.
+func NewCache(c client.Client, namespace string, dc converter.DataConverter, cfg destinations.Config, h client.MetricsHandler, log *slog.Logger) *Cache {
 	if dc == nil {
 		dc = converter.GetDefaultDataConverter()
 	}
-	g := &Gate{c: c, namespace: namespace, dc: dc, cfg: cfg, log: log,
+	g := &Cache{c: c, namespace: namespace, dc: dc, cfg: cfg, log: log,
 		cache: map[string]gateRead{}, gauges: map[string]map[string]client.MetricsGauge{}}
 	for _, name := range cfg.Names() {
 		g.gauges[name] = map[string]client.MetricsGauge{}
-		for _, st := range []string{workflows.GateClosed, workflows.GateOpen, workflows.GateHalfOpen, workflows.GatePaused} {
-			g.gauges[name][st] = h.WithTags(map[string]string{"destination": name, "state": st}).Gauge(MetricDestinationState)
+		for _, st := range []string{gate.Closed, gate.Open, gate.HalfOpen, gate.Paused} {
+			g.gauges[name][st] = h.WithTags(map[string]string{"destination": name, "state": st}).Gauge(MetricState)
 		}
 	}
 	return g
 }
 
 // State reads a destination's gate, at most maxAge old; nil: none (closed).
-func (g *Gate) State(ctx context.Context, dest string, maxAge time.Duration) (*workflows.DestinationState, error) {
+func (g *Cache) State(ctx context.Context, dest string, maxAge time.Duration) (*gate.DestinationState, error) {
 	g.mu.Lock()
 	r, ok := g.cache[dest]
 	g.mu.Unlock()
 	if ok && time.Since(r.at) < maxAge {
 		return r.state, nil
 	}
-	st, err := readGate(ctx, g.c, g.dc, dest)
+	st, err := Read(ctx, g.c, g.dc, dest)
 	if err != nil {
 		return nil, err
 	}
@@ -96,11 +92,11 @@ func (g *Gate) State(ctx context.Context, dest string, maxAge time.Duration) (*w
 }
 
 // keep stores a read of a gate and shows it on the gauge.
-func (g *Gate) keep(dest string, st *workflows.DestinationState, at time.Time) {
+func (g *Cache) keep(dest string, st *gate.DestinationState, at time.Time) {
 	g.mu.Lock()
 	g.cache[dest] = gateRead{at: at, state: st}
 	g.mu.Unlock()
-	state := workflows.GateClosed
+	state := gate.Closed
 	if st != nil {
 		state = st.State
 	}
@@ -113,33 +109,13 @@ func (g *Gate) keep(dest string, st *workflows.DestinationState, at time.Time) {
 	}
 }
 
-// readAll lists every gate's runs that may decide it (running, or stopped
-// without continuing) with their memos, in one visibility call, and keeps
-// a read of each configured destination: its latest run's gate, or closed.
-func (g *Gate) readAll(ctx context.Context) error {
+// readAll reads every gate in one listing and keeps a read of each
+// configured destination: its latest run's gate, or closed.
+func (g *Cache) readAll(ctx context.Context) error {
 	at := time.Now()
-	type latest struct {
-		run  workflows.GateRun
-		memo *commonpb.Memo
-	}
-	runs := map[string]latest{}
-	for e, err := range visibility.Executions(ctx, g.c, &workflowservice.ListWorkflowExecutionsRequest{Query: workflows.GateRunsQuery}) {
-		if err != nil {
-			return fmt.Errorf("list the destinations' gates: %w", err)
-		}
-		name := strings.TrimPrefix(e.GetExecution().GetWorkflowId(), workflows.DestinationIDPrefix)
-		run := workflows.GateRun{Status: e.GetStatus(), CloseTime: e.GetCloseTime().AsTime()}
-		if l, ok := runs[name]; !ok || workflows.LatestGateRun(l.run, run) {
-			runs[name] = latest{run, e.GetMemo()}
-		}
-	}
-	got := map[string]*workflows.DestinationState{}
-	for name, l := range runs {
-		st, err := gateFromMemo(g.dc, l.memo, name)
-		if err != nil {
-			return err
-		}
-		got[name] = workflows.GateOfRun(l.run.Status, st)
+	got, err := ReadAll(ctx, g.c, g.dc)
+	if err != nil {
+		return err
 	}
 	for _, name := range g.cfg.Names() {
 		g.keep(name, got[name], at)
@@ -147,43 +123,9 @@ func (g *Gate) readAll(ctx context.Context) error {
 	return nil
 }
 
-// readGate reads a destination's gate from its latest run's memo and
-// status; nil when it has none (never paused, breaker never tripped) or it
-// holds nothing back: closed.
-func readGate(ctx context.Context, c client.Client, dc converter.DataConverter, dest string) (*workflows.DestinationState, error) {
-	desc, err := c.DescribeWorkflowExecution(ctx, workflows.DestinationWorkflowID(dest), "")
-	var nf *serviceerror.NotFound
-	if errors.As(err, &nf) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read the gate of %s: %w", dest, err)
-	}
-	info := desc.GetWorkflowExecutionInfo()
-	st, err := gateFromMemo(dc, info.GetMemo(), dest)
-	if err != nil {
-		return nil, err
-	}
-	return workflows.GateOfRun(info.GetStatus(), st), nil
-}
-
-// gateFromMemo is the gate a gate workflow's memo holds; nil when it has
-// published none yet (just started): closed.
-func gateFromMemo(dc converter.DataConverter, memo *commonpb.Memo, dest string) (*workflows.DestinationState, error) {
-	p, ok := memo.GetFields()[workflows.MemoGate]
-	if !ok {
-		return nil, nil
-	}
-	var st workflows.DestinationState
-	if err := dc.FromPayload(p, &st); err != nil {
-		return nil, fmt.Errorf("decode the gate of %s: %w", dest, err)
-	}
-	return &st, nil
-}
-
 // Admit says whether an attempt may be sent now; see activities.Gate.
-func (g *Gate) Admit(ctx context.Context, dest, key string, fresh bool) (*activities.Hold, bool, error) {
-	maxAge := GateFresh
+func (g *Cache) Admit(ctx context.Context, dest, key string, fresh bool) (*activities.Hold, bool, error) {
+	maxAge := Fresh
 	if fresh {
 		maxAge = 0
 	}
@@ -196,7 +138,7 @@ func (g *Gate) Admit(ctx context.Context, dest, key string, fresh bool) (*activi
 		return hold, false, nil
 	}
 	h, err := g.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID: workflows.DestinationWorkflowID(dest), UpdateName: workflows.UpdateProbe,
+		WorkflowID: gate.WorkflowID(dest), UpdateName: gate.UpdateProbe,
 		Args: []any{key}, WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	var granted bool
@@ -222,35 +164,34 @@ const holdRecheck = 30 * time.Second
 // Report tells the gate an attempt's class when it can move the breaker:
 // a failure where a breaker is configured, or any answer while the breaker
 // is not plainly closed. A healthy destination costs no report.
-func (g *Gate) Report(ctx context.Context, dest, key string, out activities.Outcome) {
+func (g *Cache) Report(ctx context.Context, dest, key string, out activities.Outcome) {
 	b := g.cfg.Destinations[dest].Contract.Breaker
 	// Admit has just read it, unless this attempt was the probe.
-	st, err := g.State(ctx, dest, GateFresh)
+	st, err := g.State(ctx, dest, Fresh)
 	if err != nil {
 		g.log.Warn("read the destination's gate", "destination", dest, "error", err)
 	}
-	if st != nil && st.Stopped != "" && st.State != workflows.GateClosed {
+	if st != nil && st.Stopped != "" && st.State != gate.Closed {
 		// Signal-with-start would start a fresh gate, dropping what the
 		// stopped one held: only an operator's resume or pause starts it.
 		g.log.Warn("not reported: the destination's gate was stopped while holding it", "destination", dest, "stopped", st.Stopped, "state", st.State)
 		return
 	}
-	tripped := st != nil && (st.Breaker.State != workflows.GateClosed || st.Breaker.Failures > 0)
+	tripped := st != nil && (st.Breaker.State != gate.Closed || st.Breaker.Failures > 0)
 	if !(b != nil && out.Class.FoundDown()) && !(tripped && (out.Class.FoundDown() || out.Class.Answered() || b == nil)) {
 		return
 	}
 	// What it observed only: the gate takes the breaker from the destinations file.
-	r := workflows.Report{Class: out.Class, Key: key, At: time.Now(), Error: text.Excerpt(out.Error, 200)}
-	_, err = g.c.SignalWithStartWorkflow(ctx, workflows.DestinationWorkflowID(dest), workflows.SignalReport, r,
-		client.StartWorkflowOptions{ID: workflows.DestinationWorkflowID(dest), TaskQueue: workflows.TaskQueue},
-		workflows.DestinationWorkflowType, workflows.DestinationInput{Name: dest})
+	r := gate.Report{Class: out.Class, Key: key, At: time.Now(), Error: text.Excerpt(out.Error, 200)}
+	_, err = g.c.SignalWithStartWorkflow(ctx, gate.WorkflowID(dest), gate.SignalReport, r,
+		StartOptions(dest), gate.WorkflowType, gate.DestinationInput{Name: dest})
 	if err != nil {
 		g.log.Warn("report to the destination's gate failed", "destination", dest, "error", err)
 	}
 	g.forget(dest)
 }
 
-func (g *Gate) forget(dest string) {
+func (g *Cache) forget(dest string) {
 	g.mu.Lock()
 	delete(g.cache, dest)
 	g.mu.Unlock()
@@ -259,7 +200,7 @@ func (g *Gate) forget(dest string) {
 // Release signals every delivery held at dest to look again, in one batch
 // job paced at the destination's rate limit: a destination back from an
 // outage gets its backlog at the pace it declared, not all at once.
-func (g *Gate) Release(ctx context.Context, dest string) error {
+func (g *Cache) Release(ctx context.Context, dest string) error {
 	rps := g.cfg.Destinations[dest].RateLimit
 	if rps <= 0 {
 		rps = defaultReleaseRate
@@ -282,8 +223,8 @@ func (g *Gate) Release(ctx context.Context, dest string) error {
 	return nil
 }
 
-// watch keeps the worker's copy of the gates fresh until ctx ends.
-func (g *Gate) watch(ctx context.Context) {
+// Watch keeps the worker's copy of the gates fresh until ctx ends.
+func (g *Cache) Watch(ctx context.Context) {
 	t := time.NewTicker(refreshEvery)
 	defer t.Stop()
 	for {

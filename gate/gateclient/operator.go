@@ -1,0 +1,164 @@
+package gateclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/abde64c9/courier/gate"
+	"github.com/abde64c9/courier/workflows"
+)
+
+// Operator is an operator's side of the gates: pause, resume and status.
+type Operator struct {
+	C client.Client
+	// DC decodes the gates' memos (nil: the default converter).
+	DC converter.DataConverter
+}
+
+// RefusedError is a pause or resume the destination's gate refused,
+// with its reason (not valid, nothing to resume, or by a name the workers'
+// reviewers do not list); nothing changed.
+type RefusedError struct {
+	Destination, Reason string
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("destination %s: %s", e.Destination, e.Reason)
+}
+
+// Pause pauses a destination for every worker: from then on no attempt is
+// sent to it, and its deliveries wait, spending no attempts or deadline,
+// until Resume (or r.Until). It starts the destination's gate if it has none,
+// or a new run of a stopped one, carrying what it held.
+// When the workers' destinations file lists reviewers, r.By must be one.
+func (o Operator) Pause(ctx context.Context, dest string, r gate.PauseRequest) (gate.DestinationState, error) {
+	stopped, err := o.stopped(ctx, dest)
+	if err != nil {
+		return gate.DestinationState{}, err
+	}
+	return o.updateWithStart(ctx, dest, stopped, gate.UpdatePause, r)
+}
+
+// Resume resumes a paused destination and closes its breaker if open (by
+// one of the reviewers, as Pause); the gate then releases its held
+// deliveries at the destination's rate limit. A gate stopped while it held
+// its destination is started again to be resumed.
+func (o Operator) Resume(ctx context.Context, dest string, r gate.ResumeRequest) (gate.DestinationState, error) {
+	stopped, err := o.stopped(ctx, dest)
+	if err != nil {
+		return gate.DestinationState{}, err
+	}
+	if stopped != nil && stopped.State != gate.Closed {
+		// The new run starts as the stopped one held and resumes by the
+		// gate's own update: its reviewers' check, transition and release.
+		return o.updateWithStart(ctx, dest, stopped, gate.UpdateResume, r)
+	}
+	h, err := o.C.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: gate.WorkflowID(dest), UpdateName: gate.UpdateResume,
+		Args: []any{r}, WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return gate.DestinationState{}, &RefusedError{dest, "it is not paused and its breaker is closed (it has no running gate)"}
+	}
+	return o.gateAnswer(ctx, dest, h, err)
+}
+
+// updateWithStart sends a gate update, starting the gate if it has no
+// running run: from what a stopped run held, if any.
+func (o Operator) updateWithStart(ctx context.Context, dest string, stopped *gate.DestinationState, update string, arg any) (gate.DestinationState, error) {
+	in := gate.DestinationInput{Name: dest}
+	if stopped != nil {
+		carried := *stopped
+		carried.Stopped = ""
+		if carried.Paused != nil {
+			// The update decides at once; a pause's end that passed while
+			// stopped must not lift it before then.
+			p := *carried.Paused
+			p.Until = time.Time{}
+			carried.Paused = &p
+		}
+		in.State = &carried
+	}
+	start := o.C.NewWithStartWorkflowOperation(StartOptions(dest), gate.WorkflowType, in)
+	h, err := o.C.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: start,
+		UpdateOptions: client.UpdateWorkflowOptions{
+			WorkflowID: gate.WorkflowID(dest), UpdateName: update,
+			Args: []any{arg}, WaitForStage: client.WorkflowUpdateStageCompleted,
+		},
+	})
+	return o.gateAnswer(ctx, dest, h, err)
+}
+
+// stopped is the state of a gate whose latest run stopped (as gate.OfRun
+// reads it), nil when it is running or has none.
+func (o Operator) stopped(ctx context.Context, dest string) (*gate.DestinationState, error) {
+	st, err := Read(ctx, o.C, o.DC, dest)
+	if err != nil || st == nil || st.Stopped == "" {
+		return nil, err
+	}
+	return st, nil
+}
+
+func (o Operator) gateAnswer(ctx context.Context, dest string, h client.WorkflowUpdateHandle, err error) (gate.DestinationState, error) {
+	var st gate.DestinationState
+	if err == nil {
+		err = h.Get(ctx, &st)
+	}
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) && app.Type() == gate.ErrInvalidChange {
+		return st, &RefusedError{dest, app.Message()}
+	}
+	if err != nil {
+		return st, fmt.Errorf("destination %s: %w", dest, err)
+	}
+	return st, nil
+}
+
+// Status is a destination's gate and what waits on it.
+type Status struct {
+	gate.DestinationState
+	// Held counts the deliveries waiting on it (visibility lags a moment).
+	Held int64 `json:"held"`
+}
+
+// Status reads a destination's gate, as workers read it (a stopped one is
+// marked Stopped), and counts the deliveries it holds; one that never had
+// a gate is closed.
+func (o Operator) Status(ctx context.Context, dest string) (Status, error) {
+	out := Status{DestinationState: gate.DestinationState{Name: dest, State: gate.Closed, Breaker: gate.Breaker{State: gate.Closed}}}
+	st, err := Read(ctx, o.C, o.DC, dest)
+	if err != nil {
+		return out, err
+	}
+	if st != nil {
+		out.DestinationState = *st
+	}
+	n, err := o.C.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Query: workflows.HeldQuery(dest)})
+	if err != nil {
+		return out, fmt.Errorf("count the deliveries held at %s: %w", dest, err)
+	}
+	out.Held = n.GetCount()
+	return out, nil
+}
+
+// List lists the destinations that have a gate (paused once, or whose
+// breaker tripped once), running or stopped.
+func (o Operator) List(ctx context.Context) ([]string, error) {
+	gates, err := ReadAll(ctx, o.C, o.DC)
+	if err != nil {
+		return nil, err
+	}
+	return slices.Sorted(maps.Keys(gates)), nil
+}

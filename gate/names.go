@@ -1,0 +1,31 @@
+package gate
+
+// The gate's names, as recorded in histories and sent by non-Go callers
+// (see docs/protocol.md): a change to any string breaks running gates and
+// the recorded histories' replay.
+const (
+	// WorkflowType is the registered name of the gate workflow.
+	WorkflowType = "Destination"
+	// IDPrefix + destination is a gate's workflow ID (see WorkflowID).
+	IDPrefix = "destination-"
+	// Memo is the memo field holding the DestinationState readers read.
+	Memo = "gate"
+	// QueryState returns a DestinationState. Courier reads the memo; the
+	// query stays for the web UI's Queries tab.
+	QueryState = "state"
+	// UpdatePause and UpdateResume carry a PauseRequest and a ResumeRequest;
+	// UpdateProbe, the key of the attempt that would be the probe.
+	UpdatePause  = "pause"
+	UpdateResume = "resume"
+	UpdateProbe  = "probe"
+	// SignalReport carries a Report to the gate.
+	SignalReport = "report"
+	// ErrInvalidChange is the error type of a pause or resume refused.
+	ErrInvalidChange = "InvalidGateChange"
+	// MetricTransitions: a destination's gate changes, by destination and
+	// the state it changed to.
+	MetricTransitions = "courier_destination_transitions"
+)
+
+// WorkflowID is the ID of a destination's gate.
+func WorkflowID(dest string) string { return IDPrefix + dest }

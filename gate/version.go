@@ -1,0 +1,15 @@
+package gate
+
+// The gate workflow's workflow.GetVersion markers (the Delivery's are in
+// package workflows); each is asked once, as a run starts.
+
+// versionGateTerms marks gates that take their breaker and who may pause or
+// resume them from the workers' destinations file, recorded in history by
+// ResolveTerms, and whose resume also closes an open breaker. Runs from
+// before keep deciding from the reports' breaker.
+const versionGateTerms = "gate-terms"
+
+// versionGateMemo marks gates that publish their memo whenever what they
+// hold changes (a report, the breaker's count), not only on a transition:
+// readers read the memo alone, so it answers as the running gate would.
+const versionGateMemo = "gate-memo"

@@ -1,0 +1,279 @@
+package gate_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/suite"
+	"go.temporal.io/sdk/converter"
+	sdktest "go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/abde64c9/courier/activities"
+	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/gate"
+)
+
+// GateSuite drives a destination's gate workflow in the test environment:
+// the breaker's transitions from reports, the probe, and pause and resume
+// with their refusals. The worker's destinations file gives legacy
+// testBreaker, plain no breaker, and alice and bob as reviewers.
+type GateSuite struct {
+	suite.Suite
+	sdktest.WorkflowTestSuite
+	env      *sdktest.TestWorkflowEnvironment
+	acts     *activities.Activities
+	dest     string
+	released int
+	notified []activities.GateNotice
+	// memo is what the gate last wrote to its memo: all Courier reads.
+	memo *gate.DestinationState
+}
+
+func TestGate(t *testing.T) { suite.Run(t, new(GateSuite)) }
+
+var testBreaker = &contract.Breaker{Failures: 3, Window: contract.Duration(time.Minute), CoolDown: contract.Duration(30 * time.Second)}
+
+// forgedBreaker is what a hand-sent report carries to hold a destination
+// for a year.
+var forgedBreaker = &contract.Breaker{Failures: 1, Window: contract.Duration(time.Minute), CoolDown: contract.Duration(8760 * time.Hour)}
+
+func (s *GateSuite) SetupTest() {
+	s.env = s.NewTestWorkflowEnvironment()
+	s.env.RegisterWorkflowWithOptions(gate.Destination, workflow.RegisterOptions{Name: gate.WorkflowType})
+	s.released, s.notified, s.dest, s.memo = 0, nil, "legacy", nil
+	s.env.OnUpsertMemo(mock.Anything).Run(func(args mock.Arguments) {
+		// Through the converter, as a reader decodes it.
+		p, err := converter.GetDefaultDataConverter().ToPayload(args.Get(0).(map[string]any)[gate.Memo])
+		s.Require().NoError(err)
+		s.memo = &gate.DestinationState{}
+		s.Require().NoError(converter.GetDefaultDataConverter().FromPayload(p, s.memo))
+	}).Return(nil).Maybe()
+	s.acts = &activities.Activities{
+		Contracts: map[string]contract.Contract{"legacy": {Breaker: testBreaker}, "plain": {}},
+		Reviewers: []string{"alice", "bob"},
+	}
+	acts := s.acts
+	s.env.RegisterActivity(acts)
+	s.env.OnActivity(acts.ReleaseHeld, mock.Anything, mock.Anything).Return(func(context.Context, string) error { s.released++; return nil }).Maybe()
+	s.env.OnActivity(acts.NotifyGate, mock.Anything, mock.Anything).Return(func(_ context.Context, n activities.GateNotice) error {
+		s.notified = append(s.notified, n)
+		return nil
+	}).Maybe()
+}
+
+func (s *GateSuite) at(d time.Duration, fn func()) { s.env.RegisterDelayedCallback(fn, d) }
+
+func (s *GateSuite) report(cl contract.Class, key string) {
+	s.env.SignalWorkflow(gate.SignalReport, gate.Report{Class: cl, Key: key})
+}
+
+// forge sends a report as anyone can, by hand, with a breaker of its own.
+func (s *GateSuite) forge(cl contract.Class, key string) {
+	s.env.SignalWorkflow(gate.SignalReport, gate.Report{Class: cl, Key: key, Error: "forged", Breaker: forgedBreaker})
+}
+
+// state is the gate as its memo holds it, which answers as its query does.
+func (s *GateSuite) state() gate.DestinationState {
+	v, err := s.env.QueryWorkflow(gate.QueryState)
+	s.Require().NoError(err)
+	var st gate.DestinationState
+	s.Require().NoError(v.Get(&st))
+	s.Require().NotNil(s.memo, "the gate published its memo")
+	s.Require().Equal(st, *s.memo, "the memo answers as the query")
+	return *s.memo
+}
+
+func (s *GateSuite) update(name, id string, arg any, check func(any, error)) {
+	s.env.UpdateWorkflow(name, id, &sdktest.TestUpdateCallback{
+		OnAccept: func() {}, OnReject: func(err error) { check(nil, err) }, OnComplete: check,
+	}, arg)
+}
+
+func (s *GateSuite) run() { s.runFrom(nil) }
+
+// runFrom runs the gate from the state a previous run carried over.
+func (s *GateSuite) runFrom(st *gate.DestinationState) {
+	s.at(24*time.Hour, s.env.CancelWorkflow)
+	s.env.ExecuteWorkflow(gate.WorkflowType, gate.DestinationInput{Name: s.dest, State: st})
+	s.Require().True(s.env.IsWorkflowCompleted())
+}
+
+// path is the states the gate went through, each with who moved it.
+func path(st gate.DestinationState) []string {
+	var p []string
+	for _, t := range st.Transitions {
+		p = append(p, t.To+" by "+t.By)
+	}
+	return p
+}
+
+// TestPauseAndResume: a pause needs a reason and who; until must be ahead;
+// resume needs a pause; until ends a pause by itself; each transition
+// records who and why.
+func (s *GateSuite) TestPauseAndResume() {
+	s.at(time.Second, func() {
+		s.update(gate.UpdatePause, "bad", gate.PauseRequest{}, func(_ any, err error) {
+			s.ErrorContains(err, "reason: required")
+			s.ErrorContains(err, "by: required")
+		})
+		s.update(gate.UpdateResume, "early", gate.ResumeRequest{By: "alice"}, func(_ any, err error) {
+			s.ErrorContains(err, "is not paused")
+		})
+		s.update(gate.UpdatePause, "past", gate.PauseRequest{Reason: "x", By: "alice", Until: s.env.Now().Add(-time.Minute)},
+			func(_ any, err error) { s.ErrorContains(err, "is not in the future") })
+		s.update(gate.UpdatePause, "ok", gate.PauseRequest{Reason: "maintenance", By: "alice"}, func(v any, err error) {
+			s.Require().NoError(err)
+			s.Equal(gate.Paused, v.(gate.DestinationState).State)
+		})
+	})
+	s.at(time.Minute, func() {
+		h, probe := s.state().Hold(s.env.Now())
+		s.Require().NotNil(h)
+		s.False(probe)
+		s.Equal("maintenance (paused by alice)", h.Reason)
+		s.update(gate.UpdateResume, "resume", gate.ResumeRequest{By: "bob", Note: "done"}, func(_ any, err error) { s.NoError(err) })
+	})
+	s.at(2*time.Minute, func() {
+		s.Equal(1, s.released)
+		s.update(gate.UpdatePause, "until", gate.PauseRequest{Reason: "window", By: "alice", Until: s.env.Now().Add(time.Hour)},
+			func(_ any, err error) { s.NoError(err) })
+	})
+	s.at(2*time.Minute+time.Hour+time.Second, func() {
+		st := s.state()
+		s.Equal(gate.Closed, st.State, "until ended the pause")
+		s.Equal(2, s.released)
+		s.Equal([]string{"paused by alice", "closed by bob", "paused by alice", "closed by courier"}, path(st))
+	})
+	s.run()
+}
+
+// TestPauseByUnlistedNameIsRefused: with reviewers listed, a pause or resume
+// by anyone else is refused and changes nothing.
+func (s *GateSuite) TestPauseByUnlistedNameIsRefused() {
+	s.at(time.Second, func() {
+		s.update(gate.UpdatePause, "mallory", gate.PauseRequest{Reason: "mine", By: "mallory"}, func(_ any, err error) {
+			s.ErrorContains(err, `by: "mallory" may not pause destinations; allowed: alice, bob`)
+		})
+	})
+	s.at(2*time.Second, func() {
+		st := s.state()
+		s.Equal(gate.Closed, st.State)
+		s.Nil(st.Paused)
+		s.Empty(st.Transitions)
+		s.update(gate.UpdatePause, "alice", gate.PauseRequest{Reason: "maintenance", By: "alice"}, func(_ any, err error) { s.NoError(err) })
+	})
+	s.at(3*time.Second, func() {
+		s.update(gate.UpdateResume, "mallory-resume", gate.ResumeRequest{By: "mallory"}, func(_ any, err error) {
+			s.ErrorContains(err, `by: "mallory" may not resume destinations`)
+		})
+	})
+	s.at(4*time.Second, func() {
+		st := s.state()
+		s.Equal(gate.Paused, st.State, "still paused")
+		s.Equal("alice", st.Paused.By)
+		s.Zero(s.released)
+	})
+	s.run()
+}
+
+// TestAnyoneOperatesWithoutReviewers: with no reviewers listed, anyone may
+// pause and resume, as anyone may review.
+func (s *GateSuite) TestAnyoneOperatesWithoutReviewers() {
+	s.acts.Reviewers = nil
+	s.at(time.Second, func() {
+		s.update(gate.UpdatePause, "p", gate.PauseRequest{Reason: "x", By: "carol"}, func(_ any, err error) { s.NoError(err) })
+	})
+	s.at(2*time.Second, func() {
+		s.update(gate.UpdateResume, "r", gate.ResumeRequest{By: "dave"}, func(_ any, err error) { s.NoError(err) })
+	})
+	s.at(3*time.Second, func() {
+		s.Equal([]string{"paused by carol", "closed by dave"}, path(s.state()))
+	})
+	s.run()
+}
+
+// TestResumeClosesTheBreaker: resume by an allowed name closes an open
+// breaker, recorded as theirs, and releases the held deliveries; with the
+// breaker closed and no pause there is nothing to resume.
+func (s *GateSuite) TestResumeClosesTheBreaker() {
+	s.at(time.Second, func() {
+		s.update(gate.UpdateResume, "early", gate.ResumeRequest{By: "alice"}, func(_ any, err error) {
+			s.ErrorContains(err, "is not paused and its breaker is closed")
+		})
+		for _, k := range []string{"a", "b", "c"} {
+			s.report(contract.ClassNotSent, k)
+		}
+	})
+	s.at(2*time.Second, func() {
+		s.Equal(gate.Open, s.state().State)
+		s.update(gate.UpdateResume, "close", gate.ResumeRequest{By: "bob", Note: "partner confirmed"}, func(v any, err error) {
+			s.Require().NoError(err)
+			s.Equal(gate.Closed, v.(gate.DestinationState).State)
+		})
+	})
+	s.at(3*time.Second, func() {
+		st := s.state()
+		s.Equal(gate.Closed, st.State)
+		s.Equal(gate.Closed, st.Breaker.State)
+		s.Zero(st.Breaker.Failures)
+		s.Equal(1, s.released)
+		last := st.Transitions[len(st.Transitions)-1]
+		s.Equal("bob", last.By)
+		s.Equal("resumed, breaker closed: partner confirmed", last.Why)
+		// Paused over an open breaker: resume closes both.
+		for _, k := range []string{"d", "e", "f"} {
+			s.report(contract.ClassNotSent, k)
+		}
+		s.update(gate.UpdatePause, "pause", gate.PauseRequest{Reason: "outage", By: "alice"}, func(_ any, err error) { s.NoError(err) })
+	})
+	s.at(4*time.Second, func() {
+		st := s.state()
+		s.Equal(gate.Paused, st.State)
+		s.Equal(gate.Open, st.Breaker.State)
+		s.update(gate.UpdateResume, "both", gate.ResumeRequest{By: "alice", Note: "back"}, func(_ any, err error) { s.NoError(err) })
+	})
+	s.at(5*time.Second, func() {
+		st := s.state()
+		s.Equal(gate.Closed, st.State)
+		s.Equal(gate.Closed, st.Breaker.State)
+		s.Equal([]string{"open by breaker", "closed by bob", "open by breaker", "paused by alice", "closed by alice"}, path(st))
+		s.Equal(2, s.released)
+	})
+	s.run()
+}
+
+// TestStoppedGateStartsAgainPaused: a gate started again from what a
+// stopped run held (as pause and resume of a stopped gate start it) is
+// paused from its first moment; its reviewers' check applies, and a
+// reviewer's resume closes it and releases the held deliveries.
+func (s *GateSuite) TestStoppedGateStartsAgainPaused() {
+	since := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	held := &gate.DestinationState{Name: s.dest, State: gate.Paused, Since: since,
+		Paused:      &gate.Pause{Reason: "INC-7", By: "alice", Since: since},
+		Breaker:     gate.Breaker{State: gate.Closed},
+		Transitions: []gate.Transition{{At: since, From: gate.Closed, To: gate.Paused, By: "alice", Why: "INC-7"}}}
+	s.at(time.Second, func() {
+		h, probe := s.state().Hold(s.env.Now())
+		s.Require().NotNil(h)
+		s.False(probe)
+		s.Equal("INC-7 (paused by alice)", h.Reason, "running again: no longer stopped")
+		s.update(gate.UpdateResume, "mallory", gate.ResumeRequest{By: "mallory"}, func(_ any, err error) {
+			s.ErrorContains(err, `by: "mallory" may not resume destinations`)
+		})
+	})
+	s.at(2*time.Second, func() {
+		s.Equal(gate.Paused, s.state().State)
+		s.Zero(s.released)
+		s.update(gate.UpdateResume, "bob", gate.ResumeRequest{By: "bob", Note: "gate back"}, func(_ any, err error) { s.NoError(err) })
+	})
+	s.at(3*time.Second, func() {
+		st := s.state()
+		s.Equal(gate.Closed, st.State)
+		s.Equal(1, s.released)
+		s.Equal([]string{"paused by alice", "closed by bob"}, path(st))
+	})
+	s.runFrom(held)
+}
