@@ -54,10 +54,12 @@ const (
 )
 
 // Sets of recorded gate histories: gates whose breaker came from reports;
-// gates that take their breaker and reviewers from the destinations file.
+// gates that take their breaker and reviewers from the destinations file;
+// gates that publish their memo on every change.
 const (
 	setGateReportedBreaker = "gate-reported-breaker"
 	setGateTerms           = "gate-terms"
+	setGateMemo            = "gate-memo"
 )
 
 // Sets of recorded Delivery scenarios off the happy path: deliveries that
@@ -67,7 +69,7 @@ const setTrust = "trust"
 
 var (
 	deliverySets = []string{setConfigContract, setRecordedContract, setDeliverUpdate, setReviewDesk}
-	gateSets     = []string{setGateReportedBreaker, setGateTerms}
+	gateSets     = []string{setGateReportedBreaker, setGateTerms, setGateMemo}
 	trustSets    = []string{setTrust}
 )
 
