@@ -34,4 +34,3 @@ func TestBulkFilterQuery(t *testing.T) {
 	require.Equal(t, `WorkflowType = "Delivery" AND ExecutionStatus = "Running" AND CourierState = "awaiting_review" AND `+
 		`CourierDestination = "legacy" AND CourierOperation = "create-ticket" AND (CourierBusinessID STARTS_WITH "inv-")`, q)
 }
-
