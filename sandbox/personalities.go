@@ -507,6 +507,15 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	if key != "" {
 		entry.Key = &key
 	}
+	if faultIs(FaultEcho400) || faultIs(FaultEcho500) {
+		done(ResultValidationRejected, false, false)
+		status := http.StatusBadRequest
+		if faultIs(FaultEcho500) {
+			status = http.StatusInternalServerError
+		}
+		writeJSON(w, status, map[string]any{"error": "echo", "echo": echo(r, body)})
+		return
+	}
 	if faultIs(FaultFail503) {
 		done(ResultUnavailable, false, false)
 		w.Header().Set("Retry-After", "1")
@@ -582,8 +591,32 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		done(ResultWrittenThenDelayed, true, false)
 		s.sleep(r.Context(), fault.Delay)
 		p.created(r, id, key).write(w)
+	case faultIs(FaultEchoCreated):
+		done(ResultWrittenThenReceipt, true, false)
+		withEcho(p.created(r, id, key), echo(r, body)).write(w)
 	default:
 		done(ResultWrittenThenReceipt, true, false)
 		p.created(r, id, key).write(w)
 	}
+}
+
+// echo is what a request carried, as an echoing server shows it: each
+// header as sent, in base64 and URL-encoded, and the body.
+func echo(r *http.Request, body []byte) map[string]any {
+	sent, b64, escaped := map[string]string{}, map[string]string{}, map[string]string{}
+	for name := range r.Header {
+		v := r.Header.Get(name)
+		sent[name], b64[name], escaped[name] = v, base64.StdEncoding.EncodeToString([]byte(v)), url.QueryEscape(v)
+	}
+	return map[string]any{"headers": sent, "headers_base64": b64, "headers_escaped": escaped, "body": string(body)}
+}
+
+// withEcho adds the echo to an answer's JSON object body.
+func withEcho(a answer, e map[string]any) answer {
+	var obj map[string]any
+	if b, err := json.Marshal(a.body); err == nil && json.Unmarshal(b, &obj) == nil && obj != nil {
+		obj["echo"] = e
+		a.body = obj
+	}
+	return a
 }

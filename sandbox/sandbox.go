@@ -102,6 +102,15 @@ const (
 	// maintenance page: a success status over an answer that says nothing
 	// about the key, which a lookup must not read as "not found".
 	FaultGarbledLookup FaultKind = "garbled_lookup"
+	// The echo kinds answer with what they were sent, headers (as sent,
+	// base64 and URL-encoded) and body, as debugging proxies, some
+	// partners' errors and many test doubles do: Courier must keep its
+	// credentials out of what it records of such an answer.
+	// FaultEcho400 and FaultEcho500 answer before any write;
+	// FaultEchoCreated writes the ticket and adds the echo to its receipt.
+	FaultEcho400     FaultKind = "echo_400"
+	FaultEcho500     FaultKind = "echo_500"
+	FaultEchoCreated FaultKind = "echo_created"
 )
 
 // Fault is queued per destination and consumed by the next Count POSTs, in
@@ -121,13 +130,13 @@ func (f Fault) forLookup() bool { return f.Kind == FaultGarbledLookup }
 
 func (f Fault) validate() error {
 	switch f.Kind {
-	case FaultCloseAfterCommit, FaultFail503, FaultGarbledLookup:
+	case FaultCloseAfterCommit, FaultFail503, FaultGarbledLookup, FaultEcho400, FaultEcho500, FaultEchoCreated:
 	case FaultDelayAfterCommit, FaultDelayBeforeCommit:
 		if f.Delay <= 0 {
 			return fmt.Errorf("fault %s needs a positive delay", f.Kind)
 		}
 	default:
-		return fmt.Errorf("unknown fault %q; use close_after_commit, delay_after_commit, delay_before_commit, fail_503 or garbled_lookup", f.Kind)
+		return fmt.Errorf("unknown fault %q; use close_after_commit, delay_after_commit, delay_before_commit, fail_503, garbled_lookup, echo_400, echo_500 or echo_created", f.Kind)
 	}
 	if f.Count < 0 {
 		return errors.New("fault count must not be negative")

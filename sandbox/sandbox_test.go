@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -529,4 +531,27 @@ func TestListenAndServe(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("ListenAndServe did not return after cancel")
 	}
+}
+
+// TestEcho: the echo faults answer with the request's headers (as sent,
+// base64, URL-encoded) and body, before any write (400, 500) or in the
+// receipt of the ticket they wrote (echo_created).
+func TestEcho(t *testing.T) {
+	f := newFixture(t)
+	for _, k := range []FaultKind{FaultEcho400, FaultEcho500, FaultEchoCreated} {
+		require.NoError(t, f.srv.Inject("helpdesk", Fault{Kind: k}))
+	}
+	for _, want := range []int{http.StatusBadRequest, http.StatusInternalServerError, http.StatusCreated} {
+		r := f.mustPost(t, "helpdesk", "k-"+strconv.Itoa(want), ticket)
+		require.Equal(t, want, r.status)
+		e, ok := r.body["echo"].(map[string]any)
+		require.True(t, ok, "%d: %v", want, r.body)
+		require.Equal(t, ticket, e["body"])
+		require.Equal(t, "k-"+strconv.Itoa(want), e["headers"].(map[string]any)[KeyHeader])
+		require.Equal(t, base64.StdEncoding.EncodeToString([]byte("application/json")), e["headers_base64"].(map[string]any)["Content-Type"])
+		require.Equal(t, "application%2Fjson", e["headers_escaped"].(map[string]any)["Content-Type"])
+	}
+	recs := f.records(t, "helpdesk")
+	require.Len(t, recs, 1, "only echo_created writes")
+	require.NotEmpty(t, f.mustPost(t, "helpdesk", "k-201", ticket).body["id"], "the created receipt keeps its id")
 }

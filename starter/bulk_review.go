@@ -198,6 +198,18 @@ func (s *Client) checkBulk(p BulkPreview, d BulkDecision, job string) error {
 // visibility store, which lags a job's end by a moment.
 const concurrentWait = 10 * time.Second
 
+// batchReason says what a bulk review's job does: the decision, where and
+// by whom. Anyone who may describe batch jobs reads it, in clear whatever
+// the codec, so the note stays in the signal's input alone (encrypted with
+// the codec on).
+func batchReason(p BulkPreview, d BulkDecision) string {
+	where := "the deliveries the filter matched"
+	if p.Filter.Destination != "" {
+		where = "deliveries parked at " + p.Filter.Destination
+	}
+	return fmt.Sprintf("courier review --all: %s %d %s, by %s", d.Decision, p.Matched, where, d.Reviewer)
+}
+
 // batchSignal starts the batch job signalling d and waits for it to end.
 func (s *Client) batchSignal(ctx context.Context, p BulkPreview, d BulkDecision, job string) (*workflowservice.DescribeBatchOperationResponse, error) {
 	input, err := s.dc.ToPayloads(d.decision(job, ""))
@@ -206,7 +218,7 @@ func (s *Client) batchSignal(ctx context.Context, p BulkPreview, d BulkDecision,
 	}
 	req := visibility.SignalJob{
 		Namespace: s.namespace, JobID: job,
-		Reason:    fmt.Sprintf("courier review: %s by %s: %s", d.Decision, d.Reviewer, d.Note),
+		Reason:    batchReason(p, d),
 		PerSecond: d.RPS,
 		Signal:    workflows.SignalReview, Input: input, Identity: "courier review --all, reviewer " + d.Reviewer,
 	}.Request()

@@ -91,7 +91,7 @@ func run(m *testing.M) (int, error) {
 			MaxAttempts: 3, AttemptTimeout: contract.Duration(lab.CaseBudget.AttemptTimeout), Deadline: contract.Duration(time.Minute),
 		}}.WithDefaults(),
 	}
-	ad, err := httpdest.New(DestLossy, cfg.Destinations[DestLossy])
+	ad, err := httpdest.New(DestLossy, cfg.Destinations[DestLossy], nil)
 	if err != nil {
 		return 0, err
 	}

@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/abde64c9/courier/internal/text"
 	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -386,9 +387,10 @@ func (s *Client) settledStatus(ctx context.Context, key string) (workflows.Deliv
 
 // Summary is the web UI's one-line summary of a delivery.
 func Summary(op opkey.Operation) string {
-	s := fmt.Sprintf("%s → %s · %s", op.Operation, op.Destination, op.BusinessID)
+	// The web UI renders it as Markdown: the caller's values stay text.
+	s := fmt.Sprintf("%s → %s · %s", text.Markdown(op.Operation), text.Markdown(op.Destination), text.Markdown(op.BusinessID))
 	if op.Tenant != "" {
-		s += " (" + op.Tenant + ")"
+		s += " (" + text.Markdown(op.Tenant) + ")"
 	}
 	return s
 }

@@ -98,7 +98,7 @@ func StartProcess(ctx context.Context, o ProcessOptions) (_ *Process, err error)
 	if p.adapters, err = OpenAdapters(o.Config); err != nil {
 		return nil, err
 	}
-	for _, w := range o.Config.Warnings() {
+	for _, w := range append(o.Config.Warnings(), p.adapters.Warnings...) {
 		logger.Warn(w)
 	}
 	if o.MetricsAddr != "" {

@@ -17,6 +17,7 @@ import (
 	"github.com/abde64c9/courier/activities/sqldest"
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/gate"
+	"github.com/abde64c9/courier/internal/redact"
 	"github.com/abde64c9/courier/workflows"
 )
 
@@ -25,7 +26,11 @@ import (
 type Adapters struct {
 	ByName    map[string]activities.Adapter
 	Notifiers map[string]activities.Notifier
-	closers   []func() error
+	// Redactor holds every secret the adapters loaded; Warnings name those
+	// too short to redact, for the worker's log.
+	Redactor *redact.Redactor
+	Warnings []string
+	closers  []func() error
 }
 
 // Close releases the adapters' connections.
@@ -41,6 +46,7 @@ func (a *Adapters) Close() error {
 // unusable database stops the worker here, before it takes any task.
 func OpenAdapters(cfg destinations.Config) (*Adapters, error) {
 	out := &Adapters{ByName: map[string]activities.Adapter{}, Notifiers: map[string]activities.Notifier{}}
+	out.Redactor, out.Warnings = Redactor(cfg)
 	var errs []error
 	webhooks := map[*destinations.Notifier]*notify.Webhook{} // the file's notifier is built once
 	for _, name := range cfg.Names() {
@@ -48,7 +54,7 @@ func OpenAdapters(cfg destinations.Config) (*Adapters, error) {
 			w, ok := webhooks[n]
 			if !ok {
 				var err error
-				if w, err = notify.New(*n); err != nil {
+				if w, err = notify.New(*n, out.Redactor); err != nil {
 					errs = append(errs, fmt.Errorf("destination %q: %w", name, err))
 				}
 				webhooks[n] = w
@@ -57,7 +63,7 @@ func OpenAdapters(cfg destinations.Config) (*Adapters, error) {
 				out.Notifiers[name] = w
 			}
 		}
-		ad, err := openAdapter(name, cfg.Destinations[name])
+		ad, err := openAdapter(name, cfg.Destinations[name], out.Redactor)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("destination %q: %w", name, err))
 			continue
@@ -74,11 +80,11 @@ func OpenAdapters(cfg destinations.Config) (*Adapters, error) {
 	return out, nil
 }
 
-func openAdapter(name string, d destinations.Destination) (activities.Adapter, error) {
+func openAdapter(name string, d destinations.Destination, red *redact.Redactor) (activities.Adapter, error) {
 	if d.Adapter == destinations.AdapterSQL {
-		return sqldest.Open(name, d)
+		return sqldest.Open(name, d, red)
 	}
-	return httpdest.New(name, d)
+	return httpdest.New(name, d, red)
 }
 
 // Register puts the Delivery workflow and Courier's activities on a worker.

@@ -27,7 +27,7 @@ const (
 // start; the current details add the contract it runs under and what to do.
 func StaticDetails(op opkey.Operation, key string) string {
 	return fmt.Sprintf("**%s → %s**\n\ntenant %s · business id %s\n\nkey %s · workflow ID %s",
-		op.Operation, op.Destination, code(op.Tenant), code(op.BusinessID), code(key), code(WorkflowID(key)))
+		text.Markdown(op.Operation), text.Markdown(op.Destination), text.Code(op.Tenant), text.Code(op.BusinessID), text.Code(key), text.Code(WorkflowID(key)))
 }
 
 // details is the delivery's current details: the state and why in one
@@ -36,7 +36,7 @@ func (d *delivery) details() string {
 	var b strings.Builder
 	b.WriteString(d.headline())
 	b.WriteString(fmt.Sprintf("\n\n%s → %s · tenant %s · business id %s · key %s",
-		d.in.Operation.Operation, d.in.Destination, code(d.in.Tenant), code(d.in.BusinessID), code(d.res.Key)))
+		text.Markdown(d.in.Operation.Operation), text.Markdown(d.in.Destination), text.Code(d.in.Tenant), text.Code(d.in.BusinessID), text.Code(d.res.Key)))
 	if c := d.recorded(); c != nil {
 		b.WriteString(fmt.Sprintf("\n\ndedup %s · %d attempts within %s", c.Dedup, d.budgetOr(c), c.Retry.Deadline))
 		if c.KeyRetention > 0 {
@@ -59,31 +59,31 @@ func (d *delivery) details() string {
 				b.WriteString(fmt.Sprintf(", HTTP %d", at.StatusCode))
 			}
 			if at.Error != "" {
-				b.WriteString(", " + code(text.Excerpt(at.Error, detailErrorLen)))
+				b.WriteString(", " + text.Code(text.Excerpt(at.Error, detailErrorLen)))
 			}
 			b.WriteString(fmt.Sprintf(" (%s, %s)", at.Started.UTC().Format(time.TimeOnly), at.Ended.Sub(at.Started).Round(time.Millisecond)))
 		}
 	}
 	if d.waiting() {
-		b.WriteString("\n\n**Evidence**\n\n" + fence(d.res.Review.Evidence))
-		b.WriteString("\n\nCheck the destination for the effect, then decide one of:\n\n" + fence(
+		b.WriteString("\n\n**Evidence**\n\n" + text.Fence(d.res.Review.Evidence))
+		b.WriteString("\n\nCheck the destination for the effect, then decide one of:\n\n" + text.Fence(
 			fmt.Sprintf("courier review %s --decision delivered --resource-id ID --reviewer NAME --note \"found it\"\n", d.res.Key)+
 				fmt.Sprintf("courier review %s --decision retry --reviewer NAME --note \"it is not there\"\n", d.res.Key)+
 				fmt.Sprintf("courier review %s --decision abandon --reviewer NAME --note \"why\"", d.res.Key)))
 		b.WriteString("\n\nor here: More Actions → **Send an Update** (not Send a Signal: the update refuses a bad decision " +
 			"and says why, a signal is ignored silently), name `review`, with:\n\n" +
-			fence(`{"decision": "delivered", "resource_id": "ID", "reviewer": "NAME", "note": "found it"}`) +
+			text.Fence(`{"decision": "delivered", "resource_id": "ID", "reviewer": "NAME", "note": "found it"}`) +
 			"\n\n(`decision` is `retry`, `delivered` or `abandon`; `resource_id` only with `delivered`.)" +
 			"\n\nMany parked here at once (after an outage): preview, then decide them in one batch job:\n\n" +
-			fence(fmt.Sprintf("courier review --all --destination %s --decision retry --reviewer NAME --note \"why\" --dry-run", d.in.Destination)))
+			text.Fence(fmt.Sprintf("courier review --all --destination %s --decision retry --reviewer NAME --note \"why\" --dry-run", d.in.Destination)))
 	}
 	if r := d.res.Review; r != nil {
 		if rec, ok := lastDecision(r, true); ok {
-			b.WriteString(fmt.Sprintf("\n\nLast decision: **%s** by %s at %s (%s): %s", rec.Decision, code(rec.Reviewer),
-				rec.Received.UTC().Format(time.DateTime), via(rec), code(rec.Note)))
+			b.WriteString(fmt.Sprintf("\n\nLast decision: **%s** by %s at %s (%s): %s", rec.Decision, text.Code(rec.Reviewer),
+				rec.Received.UTC().Format(time.DateTime), via(rec), text.Code(rec.Note)))
 		}
 		if rec, ok := lastDecision(r, false); ok {
-			b.WriteString(fmt.Sprintf("\n\nIgnored %d decision(s); the last (%s): %s", r.Ignored, via(rec), code(rec.Reason)))
+			b.WriteString(fmt.Sprintf("\n\nIgnored %d decision(s); the last (%s): %s", r.Ignored, via(rec), text.Code(rec.Reason)))
 		}
 	}
 	// Last, where the web UI's details frame may cut it off: it sizes the
@@ -98,12 +98,12 @@ func (d *delivery) headline() string {
 	n := len(d.res.Attempts)
 	switch {
 	case d.res.Status == StatusCreated || d.res.Status == StatusDuplicate:
-		s := st + ": " + d.in.Destination
+		s := st + ": " + text.Markdown(d.in.Destination)
 		if d.res.Status == StatusDuplicate {
 			s += " already had it"
 		}
 		if r := d.res.Receipt; r != nil {
-			s += ", resource " + code(r.ResourceID)
+			s += ", resource " + text.Code(r.ResourceID)
 			switch r.Source {
 			case activities.SourceReplayed:
 				s += " (named by its replay)"
@@ -114,16 +114,16 @@ func (d *delivery) headline() string {
 		return s
 	case d.res.Status == StatusDeliveredByReview || d.res.Status == StatusAbandoned:
 		if rec, ok := lastDecision(d.res.Review, true); ok {
-			return fmt.Sprintf("%s: decided by %s: %s", st, code(rec.Reviewer), code(rec.Note))
+			return fmt.Sprintf("%s: decided by %s: %s", st, text.Code(rec.Reviewer), text.Code(rec.Note))
 		}
 	case d.res.Status == StatusCanceled:
-		return st + ": " + code(text.Excerpt(d.res.Error, detailErrorLen))
+		return st + ": " + text.Code(text.Excerpt(d.res.Error, detailErrorLen))
 	case d.res.Status != "":
-		return st + ": nothing was delivered: " + code(text.Excerpt(d.res.Error, detailErrorLen))
+		return st + ": nothing was delivered: " + text.Code(text.Excerpt(d.res.Error, detailErrorLen))
 	case d.waiting():
-		return st + ": " + d.reason
+		return st + ": " + text.Markdown(d.reason)
 	case d.held != nil:
-		s := st + ": " + d.held.Reason
+		s := st + ": " + text.Markdown(d.held.Reason)
 		if !d.held.Until.IsZero() {
 			s += " (until " + d.held.Until.UTC().Format(time.DateTime) + ")"
 		}
@@ -131,9 +131,9 @@ func (d *delivery) headline() string {
 	case d.state == StateRetryWait && n > 0:
 		return fmt.Sprintf("%s: attempt %d ended %s; attempt %d next", st, n, d.res.Attempts[n-1].Class, n+1)
 	case d.state == StateReconciling:
-		return fmt.Sprintf("%s: asking %s whether attempt %d took effect", st, d.in.Destination, n)
+		return fmt.Sprintf("%s: asking %s whether attempt %d took effect", st, text.Markdown(d.in.Destination), n)
 	}
-	return fmt.Sprintf("%s: attempt %d → %s", st, n+1, d.in.Destination)
+	return fmt.Sprintf("%s: attempt %d → %s", st, n+1, text.Markdown(d.in.Destination))
 }
 
 // waiting: parked, no decision yet.
@@ -193,9 +193,9 @@ func (d *delivery) attemptSummary(n int) string {
 		}
 	}
 	if c == nil {
-		return fmt.Sprintf("attempt %d → %s", n, d.in.Destination)
+		return fmt.Sprintf("attempt %d → %s", n, text.Markdown(d.in.Destination))
 	}
-	return fmt.Sprintf("attempt %d of %d → %s (dedup %s)", n, d.budgetOr(c), d.in.Destination, c.Dedup)
+	return fmt.Sprintf("attempt %d of %d → %s (dedup %s)", n, d.budgetOr(c), text.Markdown(d.in.Destination), c.Dedup)
 }
 
 // backoffSummary names the wait before attempt n+1 and what caused it.
@@ -217,30 +217,4 @@ func (d *delivery) budgetOr(c *contract.Contract) int {
 		return d.budget
 	}
 	return c.Retry.MaxAttempts
-}
-
-// code is s as a Markdown code span, on one line: the web UI shows it as
-// typed, so it copies as typed.
-func code(s string) string {
-	s = strings.ReplaceAll(s, "\n", " ")
-	if s == "" {
-		return "(none)"
-	}
-	tick := "`"
-	for strings.Contains(s, tick) {
-		tick += "`"
-	}
-	if strings.HasPrefix(s, "`") || strings.HasSuffix(s, "`") {
-		s = " " + s + " "
-	}
-	return tick + s + tick
-}
-
-// fence is s as a fenced code block.
-func fence(s string) string {
-	f := "```"
-	for strings.Contains(s, f) {
-		f += "`"
-	}
-	return f + "\n" + s + "\n" + f
 }

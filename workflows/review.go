@@ -119,7 +119,7 @@ func (d *delivery) desk(ctx workflow.Context) bool {
 // the notifier, beside the wait: a notifier that is down never holds back a
 // decision or the delivery.
 func (d *delivery) notify(ctx workflow.Context, n int) {
-	summary := fmt.Sprintf("notify: parked at %s, waiting for a review", d.in.Destination)
+	summary := fmt.Sprintf("notify: parked at %s, waiting for a review", text.Markdown(d.in.Destination))
 	detail := "parked: notifier told"
 	if n > 0 {
 		summary = fmt.Sprintf("notify: review reminder %d", n)

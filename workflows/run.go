@@ -14,6 +14,7 @@ import (
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/internal/text"
 	"github.com/abde64c9/courier/opkey"
 )
 
@@ -192,7 +193,7 @@ func (d *delivery) hold(ctx workflow.Context, h *activities.Hold) error {
 		}
 		wait = min(max(h.Until.Sub(start), holdLookSoonest)+spread, holdLookAgain)
 	}
-	summary := fmt.Sprintf("held: %s at %s; look again in %s", strings.ReplaceAll(h.State, "_", " "), d.in.Destination, wait.Round(time.Second))
+	summary := fmt.Sprintf("held: %s at %s; look again in %s", strings.ReplaceAll(h.State, "_", " "), text.Markdown(d.in.Destination), wait.Round(time.Second))
 	if _, err := AwaitClosingTimer(ctx, wait, summary, func() bool { return d.released }); err != nil {
 		return err
 	}

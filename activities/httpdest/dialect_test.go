@@ -268,7 +268,7 @@ func TestStandardWebhooksSignature(t *testing.T) {
 	require.NotEqual(t, reqs[0].header.Get("webhook-signature"), reqs[1].header.Get("webhook-signature"), "a fresh signature per attempt")
 
 	t.Setenv("COURIER_TEST_WEBHOOK_SECRET", "not-a-whsec-secret")
-	_, err := New("hooks", d)
+	_, err := New("hooks", d, nil)
 	require.ErrorContains(t, err, "auth: a Standard Webhooks secret starts with whsec_")
 }
 
@@ -319,11 +319,11 @@ func TestMutualTLS(t *testing.T) {
 		"tls.cert_file, tls.key_file": {CertFile: filepath.Join(dir, "missing.pem"), KeyFile: keyFile},
 	} {
 		d.TLS = tlsOpts
-		_, err := New("partner", d)
+		_, err := New("partner", d, nil)
 		require.ErrorContains(t, err, field+": ")
 	}
 	d.TLS = &destinations.TLS{CAFile: keyFile}
-	_, err := New("partner", d)
+	_, err := New("partner", d, nil)
 	require.ErrorContains(t, err, "holds no PEM certificate")
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/destinations"
+	"github.com/abde64c9/courier/internal/redact"
 	"github.com/abde64c9/courier/internal/text"
 )
 
@@ -49,20 +50,25 @@ type Adapter struct {
 	// webhookKey signs requests, for auth kind standard-webhooks.
 	webhookKey []byte
 	client     *http.Client
+	// red replaces the worker's secrets in every answer as it is read: an
+	// answer that echoes the request would otherwise carry them into the
+	// receipt, the error and from there history.
+	red *redact.Redactor
 }
 
 var _ activities.Adapter = (*Adapter)(nil)
 
 // New builds the adapter for destination name, reading its secret and TLS
-// files once: a destination it cannot use stops the worker at start.
-func New(name string, d destinations.Destination) (*Adapter, error) {
+// files once: a destination it cannot use stops the worker at start. red
+// (nil: none) redacts the worker's secrets from its answers.
+func New(name string, d destinations.Destination, red *redact.Redactor) (*Adapter, error) {
 	if err := destinations.CheckURL(d.URL); err != nil {
 		return nil, fmt.Errorf("url: %w", err)
 	}
 	if d.Contract.Retry.AttemptTimeout <= 0 {
 		return nil, errors.New("contract.retry.attempt_timeout: required and positive")
 	}
-	a := &Adapter{name: name, d: d}
+	a := &Adapter{name: name, d: d, red: red}
 	if d.Auth != nil {
 		var err error
 		if d.Auth.Kind == destinations.AuthStandardWebhooks {
@@ -133,6 +139,12 @@ func (a *Adapter) String() string { return fmt.Sprintf("httpdest %s (%s)", a.nam
 
 // Deliver POSTs the payload once and classifies what happened.
 func (a *Adapter) Deliver(ctx context.Context, req activities.Request) activities.Outcome {
+	out := a.deliver(ctx, req)
+	out.Error = a.red.String(out.Error) // a transport error quoting what it was sent
+	return out
+}
+
+func (a *Adapter) deliver(ctx context.Context, req activities.Request) activities.Outcome {
 	// The delivery's recorded contract: the key header, the replay marker
 	// and the timeout a delivery started under stay its own.
 	c := req.ContractOr(a.d.Contract)
@@ -170,7 +182,7 @@ func (a *Adapter) Deliver(ctx context.Context, req activities.Request) activitie
 	}
 	defer resp.Body.Close()
 
-	body, readErr := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
+	body, readErr := a.read(resp)
 	tooLarge := len(body) > maxBody
 	if tooLarge {
 		body = nil
@@ -209,6 +221,15 @@ func (a *Adapter) Deliver(ctx context.Context, req activities.Request) activitie
 		}
 	}
 	return out
+}
+
+// read reads an answer's body, bounded, and redacts it and the headers
+// before anything is cut or read from them: an excerpt cut first could keep
+// part of a secret.
+func (a *Adapter) read(resp *http.Response) ([]byte, error) {
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
+	a.red.Header(resp.Header)
+	return a.red.Bytes(body), err
 }
 
 func (a *Adapter) authorize(hr *http.Request) {

@@ -51,7 +51,7 @@ func request(key string) activities.Request {
 
 func newAdapter(t *testing.T, d destinations.Destination) *Adapter {
 	t.Helper()
-	a, err := New("helpdesk", d)
+	a, err := New("helpdesk", d, nil)
 	require.NoError(t, err)
 	return a
 }
@@ -450,7 +450,7 @@ func TestHeadersAndAuth(t *testing.T) {
 	require.Empty(t, got.Get("Idempotency-Key"))
 
 	d.Auth.SecretEnv = "COURIER_TEST_TOKEN_UNSET"
-	_, err = New("helpdesk", d)
+	_, err = New("helpdesk", d, nil)
 	require.ErrorContains(t, err, "COURIER_TEST_TOKEN_UNSET")
 }
 
@@ -465,7 +465,7 @@ func TestNewRejectsUnusableDestinations(t *testing.T) {
 			return d
 		}(),
 	} {
-		_, err := New("x", d)
+		_, err := New("x", d, nil)
 		require.Error(t, err, name)
 	}
 }
@@ -521,7 +521,7 @@ func TestLookupSubstitutesBusinessID(t *testing.T) {
 
 func BenchmarkDeliverSandbox(b *testing.B) {
 	_, base := startSandbox(b)
-	a, err := New("helpdesk", sandboxDest(base, "helpdesk"))
+	a, err := New("helpdesk", sandboxDest(base, "helpdesk"), nil)
 	require.NoError(b, err)
 	req := request("")
 	i := 0

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 
@@ -18,6 +17,11 @@ import (
 // found only when the answer names the effect; an answer the reading
 // cannot read is an error wrapping activities.ErrUnreadable, never found.
 func (a *Adapter) Lookup(ctx context.Context, req activities.Request) (activities.Found, error) {
+	f, err := a.lookup(ctx, req)
+	return f, a.red.Error(err)
+}
+
+func (a *Adapter) lookup(ctx context.Context, req activities.Request) (activities.Found, error) {
 	if a.d.LookupURL == "" {
 		return activities.Found{}, fmt.Errorf("destination %s has no lookup_url", a.name)
 	}
@@ -40,7 +44,7 @@ func (a *Adapter) Lookup(ctx context.Context, req activities.Request) (activitie
 		return activities.Found{}, fmt.Errorf("lookup: %s", cause(err))
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
+	body, err := a.read(resp)
 	if err != nil {
 		return activities.Found{}, fmt.Errorf("lookup: reading the response: %s", cause(err))
 	}

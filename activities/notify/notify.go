@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/destinations"
+	"github.com/abde64c9/courier/internal/redact"
 	"github.com/abde64c9/courier/internal/text"
 )
 
@@ -26,6 +28,9 @@ type Webhook struct {
 	// auth is the full header value; it is only ever put in a request header.
 	auth   string
 	client *http.Client
+	// red redacts the worker's secrets from the notifier's answers, which
+	// are recorded in history when it refuses a notice.
+	red *redact.Redactor
 }
 
 var _ activities.Notifier = (*Webhook)(nil)
@@ -37,9 +42,16 @@ const timeout = 10 * time.Second
 const maxAnswer = 256
 
 // New builds the webhook, reading its secret once: a missing one stops the
-// worker at start.
-func New(n destinations.Notifier) (*Webhook, error) {
-	w := &Webhook{url: n.URL, webUI: strings.TrimSuffix(n.WebUI, "/"), client: &http.Client{Timeout: timeout}}
+// worker at start. red (nil: none) redacts the worker's secrets from the
+// notifier's answers.
+func New(n destinations.Notifier, red *redact.Redactor) (*Webhook, error) {
+	w := &Webhook{url: n.URL, webUI: strings.TrimSuffix(n.WebUI, "/"), red: red, client: &http.Client{
+		Timeout: timeout,
+		// A notice goes only where it was told: following a redirect would
+		// send the credential header to another host. The redirect is an
+		// answer like any other non-2xx.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}}
 	if n.Auth != nil {
 		v, err := n.Auth.HeaderValue()
 		if err != nil {
@@ -93,7 +105,10 @@ func (w *Webhook) NoticeOf(r activities.Reminder, now time.Time) Notice {
 		n.Event = "reminder"
 		waiting = fmt.Sprintf("is still waiting for a review, after %s (reminder %d)", now.Sub(r.Since).Round(time.Second), r.Number)
 	}
-	n.Text = fmt.Sprintf("Courier: %s → %s (business id %s) %s: %s.\nDecide: %s", r.Operation, r.Destination, r.BusinessID, waiting, r.Reason, n.Review)
+	// Chat tools render Text as Markdown: the delivery's values are code
+	// spans and the reason is escaped, so none of them becomes a link.
+	n.Text = fmt.Sprintf("Courier: %s → %s (business id %s) %s: %s.\nDecide: %s",
+		text.Code(r.Operation), text.Code(r.Destination), text.Code(r.BusinessID), waiting, text.Markdown(r.Reason), text.Code(n.Review))
 	if n.WebUI != "" {
 		n.Text += "\n" + n.WebUI
 	}
@@ -123,7 +138,7 @@ func (w *Webhook) NotifyGate(ctx context.Context, g activities.GateNotice) error
 	return w.post(ctx, GateNotice{
 		Event: "destination_" + g.State, Destination: g.Destination, State: g.State, Since: g.Since.UTC(), Why: g.Why, Status: cmd,
 		Text: fmt.Sprintf("Courier: destination %s is %s: %s. Deliveries to it wait, spending no attempts. See: %s",
-			g.Destination, strings.ReplaceAll(g.State, "_", " "), g.Why, cmd),
+			text.Code(g.Destination), strings.ReplaceAll(g.State, "_", " "), text.Markdown(g.Why), text.Code(cmd)),
 	})
 }
 
@@ -144,13 +159,25 @@ func (w *Webhook) post(ctx context.Context, notice any) error {
 	}
 	resp, err := w.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("notifier: %w", err)
+		// Without url.Error's "Post <url>:": a chat webhook's URL is often
+		// itself a credential.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Errorf("notifier: %w", w.red.Error(err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
-		// One byte past the bound tells a cut from an answer that fits.
-		answer, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
-		return fmt.Errorf("notifier answered %s: %s", resp.Status, strings.TrimSpace(text.Cut(string(answer), maxAnswer)))
+		// Redacted before it is cut, so that no part of a secret is kept;
+		// the bound leaves room for the markers.
+		answer, _ := io.ReadAll(io.LimitReader(resp.Body, 4*maxAnswer))
+		excerpt := strings.TrimSpace(text.Cut(w.red.String(string(answer)), maxAnswer))
+		if resp.StatusCode/100 == 3 {
+			// Where it pointed is not quoted: a Location may carry a token.
+			return fmt.Errorf("notifier answered %s (a redirect, not followed): %s", resp.Status, excerpt)
+		}
+		return fmt.Errorf("notifier answered %s: %s", resp.Status, excerpt)
 	}
 	return nil
 }

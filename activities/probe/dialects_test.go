@@ -45,7 +45,7 @@ func TestDialectExamples(t *testing.T) {
 		for _, name := range ex.Config.Names() {
 			t.Run(ex.File+"/"+name, func(t *testing.T) {
 				d := ex.Config.Destinations[name]
-				ad, err := httpdest.New(name, d)
+				ad, err := httpdest.New(name, d, nil)
 				require.NoError(t, err)
 				r, err := probe.Run(context.Background(), name, d, ad, probe.Options{})
 				require.NoError(t, err)
@@ -64,7 +64,7 @@ func TestDialectExamples(t *testing.T) {
 		i := slices.IndexFunc(examples, func(ex lab.Example) bool { return ex.File == "stripe.json" })
 		d := examples[i].Config.Destinations["stripe"]
 		d.URL = strings.Replace(d.URL, "/stripe/", "/stripe-ignoring/", 1)
-		ad, err := httpdest.New("stripe", d)
+		ad, err := httpdest.New("stripe", d, nil)
 		require.NoError(t, err)
 		r, err := probe.Run(context.Background(), "stripe", d, ad, probe.Options{})
 		require.NoError(t, err)
@@ -81,7 +81,7 @@ func TestDialectExamples(t *testing.T) {
 		return examples[i].Config.Destinations[name]
 	}
 	run := func(t *testing.T, name string, d destinations.Destination) probe.Report {
-		ad, err := httpdest.New(name, d)
+		ad, err := httpdest.New(name, d, nil)
 		require.NoError(t, err)
 		r, err := probe.Run(context.Background(), name, d, ad, probe.Options{})
 		require.NoError(t, err)

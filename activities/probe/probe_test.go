@@ -48,7 +48,7 @@ func probeChanged(t *testing.T, e *testsuite.Env, name string, change func(d *de
 	t.Helper()
 	d := e.Config.Destinations[name]
 	change(&d)
-	ad, err := httpdest.New(name, d)
+	ad, err := httpdest.New(name, d, nil)
 	require.NoError(t, err)
 	return run(t, e, name, d, ad, probe.Options{})
 }

@@ -41,7 +41,7 @@ func withContract(d destinations.Destination) destinations.Destination {
 
 func open(t *testing.T, d destinations.Destination) *Adapter {
 	t.Helper()
-	a, err := Open("ledger", d)
+	a, err := Open("ledger", d, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = a.Close() })
 	return a
@@ -153,7 +153,7 @@ func testCore(t *testing.T, newDest func(t *testing.T) destinations.Destination)
 
 	t.Run("new process existing request", func(t *testing.T) {
 		d := newDest(t)
-		a, err := Open("ledger", d)
+		a, err := Open("ledger", d, nil)
 		require.NoError(t, err)
 		req := request("restart", `{"amount":10}`)
 		requireCreated(t, a.Deliver(ctx, req), "restart")
@@ -173,7 +173,7 @@ func testCore(t *testing.T, newDest func(t *testing.T) destinations.Destination)
 		hooked := faults.Wrap(a)
 		hooked.AfterEffect = func() {
 			// A second connection, as a new process would open.
-			b, err := Open("ledger", d)
+			b, err := Open("ledger", d, nil)
 			require.NoError(t, err)
 			defer b.Close()
 			seen = count(t, b)
@@ -220,7 +220,7 @@ func testCore(t *testing.T, newDest func(t *testing.T) destinations.Destination)
 		_, err = db.ExecContext(ctx, createTable(d.Table, "NOT NULL"))
 		require.NoError(t, db.Close())
 		require.NoError(t, err)
-		_, err = Open("ledger", d)
+		_, err = Open("ledger", d, nil)
 		require.ErrorContains(t, err, "no UNIQUE constraint on column key")
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/abde64c9/courier/destinations"
+	"github.com/abde64c9/courier/internal/redact"
 )
 
 // DefaultTable is the table used when the destination names none.
@@ -60,23 +61,24 @@ func createTable(table, keyConstraint string) string {
 // Open connects to the destination's database, creates its table if missing
 // and checks that the table really rejects a repeated key: a table without
 // that constraint would turn every retry into a second effect, so it is an
-// error here rather than a surprise later.
-func Open(name string, d destinations.Destination) (*Adapter, error) {
+// error here rather than a surprise later. red (nil: none) redacts the
+// worker's secrets from its errors.
+func Open(name string, d destinations.Destination, red *redact.Redactor) (*Adapter, error) {
 	table, err := tableName(d)
 	if err != nil {
 		return nil, fmt.Errorf("sqldest %q: %w", name, err)
 	}
 	db, err := openDB(d)
 	if err != nil {
-		return nil, fmt.Errorf("sqldest %q: %w", name, err)
+		return nil, fmt.Errorf("sqldest %q: %w", name, red.Error(err))
 	}
-	a := &Adapter{name: name, table: table, db: db, timeout: d.Contract.Retry.AttemptTimeout.D(), q: queriesFor(table)}
+	a := &Adapter{name: name, table: table, db: db, timeout: d.Contract.Retry.AttemptTimeout.D(), q: queriesFor(table), red: red}
 
 	ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
 	defer cancel()
 	if err := a.setup(ctx); err != nil {
 		_ = db.Close()
-		return nil, fmt.Errorf("sqldest %q: %w", name, err)
+		return nil, fmt.Errorf("sqldest %q: %w", name, red.Error(err))
 	}
 	return a, nil
 }

@@ -34,6 +34,7 @@ import (
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/internal/redact"
 )
 
 // StatusCreated is the receipt status of every effect this adapter stores.
@@ -46,6 +47,9 @@ type Adapter struct {
 	db      *sql.DB
 	timeout time.Duration
 	q       queries
+	// red redacts the worker's secrets from driver errors: a connection
+	// error may quote the DSN, password included.
+	red *redact.Redactor
 }
 
 var _ activities.Adapter = (*Adapter)(nil)
@@ -74,6 +78,12 @@ func (a *Adapter) Close() error {
 // Deliver makes one attempt: insert the effect row and commit, in one
 // transaction, then classify what happened (see the package comment).
 func (a *Adapter) Deliver(ctx context.Context, req activities.Request) activities.Outcome {
+	out := a.deliver(ctx, req)
+	out.Error = a.red.String(out.Error)
+	return out
+}
+
+func (a *Adapter) deliver(ctx context.Context, req activities.Request) activities.Outcome {
 	if req.Key == "" || req.Fingerprint == "" {
 		return activities.Outcome{Class: contract.ClassRejected,
 			Error: "request without key or fingerprint: nothing was sent"}
@@ -134,7 +144,7 @@ func (a *Adapter) Lookup(ctx context.Context, req activities.Request) (activitie
 	defer cancel()
 	row, found, err := a.row(ctx, req.Key)
 	if err != nil {
-		return activities.Found{}, err
+		return activities.Found{}, a.red.Error(err)
 	}
 	if !found {
 		return activities.Found{}, nil

@@ -45,7 +45,7 @@ func TestOpenRejects(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			d := sqliteDest(t)
 			edit(&d)
-			_, err := Open("ledger", d)
+			_, err := Open("ledger", d, nil)
 			require.Error(t, err)
 			require.NoFileExists(t, d.DSN, "rejected before touching the database")
 		})
@@ -61,7 +61,7 @@ func TestOpenRejectsTableWithoutColumns(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, db.Close())
 
-	_, err = Open("ledger", d)
+	_, err = Open("ledger", d, nil)
 	require.ErrorContains(t, err, "does not take courier rows")
 }
 
@@ -74,7 +74,7 @@ const crashDSN = "SQLDEST_TEST_CRASH_DSN"
 func TestCommitThenProcessCrash(t *testing.T) {
 	req := request("lost-response", `{"amount":10}`)
 	if dsn := os.Getenv(crashDSN); dsn != "" {
-		a, err := Open("ledger", withContract(destinations.Destination{Driver: "sqlite", DSN: dsn}))
+		a, err := Open("ledger", withContract(destinations.Destination{Driver: "sqlite", DSN: dsn}), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

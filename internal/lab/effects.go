@@ -41,7 +41,7 @@ func OpenEffects(sb *sandbox.Server, cfg destinations.Config) (*Effects, error) 
 		d := cfg.Destinations[name]
 		switch d.Adapter {
 		case destinations.AdapterSQL:
-			ad, err := sqldest.Open(name, d)
+			ad, err := sqldest.Open(name, d, nil)
 			if err != nil {
 				e.Close()
 				return nil, err
