@@ -7,6 +7,7 @@ package testsuite
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -178,7 +179,7 @@ func TestPauseHoldsAcrossKillAndRestart(t *testing.T) {
 	const reason = "partner maintenance INC-7"
 	_, err := s.starter.Pause(ctx, "paused", gate.PauseRequest{Reason: reason, By: "alice"})
 	require.NoError(t, err)
-	time.Sleep(2 * time.Second) // the workers' read of the gate
+	seesGate(t, w, "paused", gate.Paused)
 	const n = 20
 	keys := make([]string, n)
 	for i := range n {
@@ -238,15 +239,14 @@ func TestPauseHoldsAcrossKillAndRestart(t *testing.T) {
 
 // reviewedGateStack runs a worker for one key destination, served by the
 // sandbox service svc and named for this run (the dev server is shared),
-// that only alice may pause and resume.
-func reviewedGateStack(t *testing.T, svc string) (*opsStack, string) {
+// that only alice may pause and resume; and that worker.
+func reviewedGateStack(t *testing.T, svc string) (*opsStack, string, *lab.Worker) {
 	s := newOpsStack(t, map[string]sandbox.Mode{svc: sandbox.ModeHonoursKeys})
 	retry := contract.Retry{MaxAttempts: 3, AttemptTimeout: contract.Duration(5 * time.Second), Deadline: contract.Duration(30 * time.Second)}
 	name := svc + "-" + s.run
 	s.deploy(destinations.Config{Reviewers: []string{"alice"},
 		Destinations: map[string]destinations.Destination{name: s.dest(svc, contract.Contract{Dedup: contract.DedupKey, Retry: retry})}})
-	s.startWorker()
-	return s, name
+	return s, name, s.startWorker()
 }
 
 // TestGateIgnoresForgedReport: anyone who can signal sends the gate of a
@@ -258,7 +258,7 @@ func reviewedGateStack(t *testing.T, svc string) (*opsStack, string) {
 func TestGateIgnoresForgedReport(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	s, name := reviewedGateStack(t, "forged")
+	s, name, w := reviewedGateStack(t, "forged")
 
 	// What `temporal workflow signal-with-start --workflow-id destination-NAME
 	// --type Destination --task-queue courier --input '{"name": "NAME"}'
@@ -279,7 +279,7 @@ func TestGateIgnoresForgedReport(t *testing.T) {
 	require.Equal(t, gate.Closed, gs.State, "%+v", gs.Breaker)
 	require.Nil(t, gs.Breaker.Config, "the destination has no breaker")
 	require.Empty(t, gs.Transitions)
-	time.Sleep(gateclient.Fresh) // the workers' read of the gate
+	seesGate(t, w, name, gate.Closed)
 
 	st := s.deliver(ctx, s.input(name, "after-forged-report"))
 	require.Equal(t, workflows.StatusCreated, st.Status, "%+v", st.Events)
@@ -307,7 +307,7 @@ func TestGateIgnoresForgedReport(t *testing.T) {
 func TestStoppedGateKeepsItsPause(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	s, name := reviewedGateStack(t, "stopped")
+	s, name, w := reviewedGateStack(t, "stopped")
 	id := gate.WorkflowID(name)
 	*s.workflow = append(*s.workflow, id)
 
@@ -317,7 +317,7 @@ func TestStoppedGateKeepsItsPause(t *testing.T) {
 	until := time.Now().Add(8 * time.Second)
 	_, err := s.starter.Pause(ctx, name, gate.PauseRequest{Reason: reason, By: "alice", Until: until})
 	require.NoError(t, err)
-	time.Sleep(gateclient.Fresh) // the workers' read of the gate
+	seesGate(t, w, name, gate.Paused)
 	before, err := s.starter.Start(ctx, s.input(name, "before-stop"))
 	require.NoError(t, err)
 	s.waitFor(ctx, before.Key, time.Minute, "paused", func(st workflows.DeliveryStatus) bool { return st.State == workflows.StatePaused })
@@ -375,6 +375,15 @@ func TestStoppedGateKeepsItsPause(t *testing.T) {
 	last := gs.Transitions[len(gs.Transitions)-1]
 	require.Equal(t, "alice", last.By, "who resumed is recorded")
 	require.Contains(t, last.Why, "maintenance over")
+}
+
+// seesGate waits until worker w's copy of dest's gate is in state, as its
+// gauge shows it: a worker under load reads the gates later than usual.
+func seesGate(t *testing.T, w *lab.Worker, dest, state string) {
+	t.Helper()
+	want := fmt.Sprintf(`%s{destination=%q,state=%q} 1`, gateclient.MetricState, dest, state)
+	require.Eventually(t, func() bool { return strings.Contains(scrape(t, w), want) },
+		time.Minute, 200*time.Millisecond, "worker's gauge: %s", want)
 }
 
 // scrape reads a worker's /metrics.
