@@ -382,8 +382,24 @@ func TestStoppedGateKeepsItsPause(t *testing.T) {
 func seesGate(t *testing.T, w *lab.Worker, dest, state string) {
 	t.Helper()
 	want := fmt.Sprintf(`%s{destination=%q,state=%q} 1`, gateclient.MetricState, dest, state)
-	require.Eventually(t, func() bool { return strings.Contains(scrape(t, w), want) },
-		time.Minute, 200*time.Millisecond, "worker's gauge: %s", want)
+	var got string
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if got = scrape(t, w); strings.Contains(got, want) {
+			return
+		}
+	}
+	t.Fatalf("worker's gauge never showed %s; it shows:\n%s", want, gaugeLines(got))
+}
+
+// gaugeLines are the gate gauge's lines of a scrape.
+func gaugeLines(scraped string) string {
+	var lines []string
+	for l := range strings.Lines(scraped) {
+		if strings.HasPrefix(l, gateclient.MetricState) {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines, "")
 }
 
 // scrape reads a worker's /metrics.

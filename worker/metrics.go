@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
+	"unicode"
 
 	prom "github.com/prometheus/client_golang/prometheus"
 	"github.com/uber-go/tally/v4"
@@ -48,6 +49,11 @@ func NewMetrics(logger *slog.Logger) *Metrics {
 	if logger == nil {
 		logger = slog.Default()
 	}
+	// Names and keys as Prometheus requires; values as they are, since a
+	// label value may hold any text: a destination named stripe-eu is
+	// stripe-eu on the gauge, not stripe_eu.
+	sanitize := sdktally.PrometheusSanitizeOptions
+	sanitize.ValueCharacters = tally.ValidCharacters{Ranges: []tally.SanitizeRange{{0, unicode.MaxRune}}}
 	reg := prom.NewRegistry()
 	reporter := tallyprom.NewReporter(tallyprom.Options{
 		Registerer: reg,
@@ -58,7 +64,7 @@ func NewMetrics(logger *slog.Logger) *Metrics {
 	scope, closer := tally.NewRootScope(tally.ScopeOptions{
 		CachedReporter:  reporter,
 		Separator:       tallyprom.DefaultSeparator,
-		SanitizeOptions: &sdktally.PrometheusSanitizeOptions,
+		SanitizeOptions: &sanitize,
 	}, reportEvery)
 	return &Metrics{
 		Handler: sdktally.NewMetricsHandler(sdktally.NewPrometheusNamingScope(scope)),

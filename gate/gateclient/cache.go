@@ -113,7 +113,7 @@ func (g *Cache) keep(dest string, st *gate.DestinationState, at time.Time) {
 // configured destination: its latest run's gate, or closed.
 func (g *Cache) readAll(ctx context.Context) error {
 	at := time.Now()
-	got, err := ReadAll(ctx, g.c, g.dc)
+	got, err := ReadAll(ctx, g.c, g.dc, g.cfg.Names())
 	if err != nil {
 		return err
 	}
@@ -227,9 +227,18 @@ func (g *Cache) Release(ctx context.Context, dest string) error {
 func (g *Cache) Watch(ctx context.Context) {
 	t := time.NewTicker(refreshEvery)
 	defer t.Stop()
+	var failing string
 	for {
-		if err := g.readAll(ctx); err != nil && ctx.Err() == nil {
-			g.log.Debug("read the destinations' gates", "error", err)
+		// Attempts read a gate themselves while the loop fails: say so once
+		// per cause, not every second.
+		err := g.readAll(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil && err.Error() != failing:
+			failing = err.Error()
+			g.log.Warn("cannot read the destinations' gates; attempts read their own until this clears", "error", err)
+		case err == nil && failing != "":
+			failing = ""
+			g.log.Info("reading the destinations' gates again")
 		}
 		select {
 		case <-ctx.Done():

@@ -156,9 +156,9 @@ func (o Operator) Status(ctx context.Context, dest string) (Status, error) {
 // List lists the destinations that have a gate (paused once, or whose
 // breaker tripped once), running or stopped.
 func (o Operator) List(ctx context.Context) ([]string, error) {
-	gates, err := ReadAll(ctx, o.C, o.DC)
+	runs, err := latestRuns(ctx, o.C)
 	if err != nil {
 		return nil, err
 	}
-	return slices.Sorted(maps.Keys(gates)), nil
+	return slices.Sorted(maps.Keys(runs)), nil
 }

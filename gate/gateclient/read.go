@@ -44,15 +44,17 @@ func Read(ctx context.Context, c client.Client, dc converter.DataConverter, dest
 	return gate.OfRun(info.GetStatus(), st), nil
 }
 
-// ReadAll lists every gate's runs that may decide it (running, or stopped
-// without continuing) with their memos, in one visibility call: each
-// listed destination's latest run's gate, nil when closed.
-func ReadAll(ctx context.Context, c client.Client, dc converter.DataConverter) (map[string]*gate.DestinationState, error) {
-	type latest struct {
-		run  gate.Run
-		memo *commonpb.Memo
-	}
-	runs := map[string]latest{}
+// latestRun is a gate's run that decides it, with the memo it published.
+type latestRun struct {
+	run  gate.Run
+	memo *commonpb.Memo
+}
+
+// latestRuns lists every gate's runs that may decide it (running, or
+// stopped without continuing) with their memos, in one visibility call,
+// and keeps each destination's latest.
+func latestRuns(ctx context.Context, c client.Client) (map[string]latestRun, error) {
+	runs := map[string]latestRun{}
 	for e, err := range visibility.Executions(ctx, c, &workflowservice.ListWorkflowExecutionsRequest{Query: gate.RunsQuery}) {
 		if err != nil {
 			return nil, fmt.Errorf("list destinations' gates: %w", err)
@@ -60,11 +62,27 @@ func ReadAll(ctx context.Context, c client.Client, dc converter.DataConverter) (
 		name := strings.TrimPrefix(e.GetExecution().GetWorkflowId(), gate.IDPrefix)
 		run := gate.Run{Status: e.GetStatus(), CloseTime: e.GetCloseTime().AsTime()}
 		if l, ok := runs[name]; !ok || gate.LatestRun(l.run, run) {
-			runs[name] = latest{run, e.GetMemo()}
+			runs[name] = latestRun{run, e.GetMemo()}
 		}
 	}
-	got := make(map[string]*gate.DestinationState, len(runs))
-	for name, l := range runs {
+	return runs, nil
+}
+
+// ReadAll reads the gates of the named destinations in one visibility
+// call: each one's latest run's gate, nil when closed. Gates of other
+// destinations are not decoded: a worker reads only those it serves, so
+// another team's gate (another codec key, another shape) costs it nothing.
+func ReadAll(ctx context.Context, c client.Client, dc converter.DataConverter, names []string) (map[string]*gate.DestinationState, error) {
+	runs, err := latestRuns(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	got := make(map[string]*gate.DestinationState, len(names))
+	for _, name := range names {
+		l, ok := runs[name]
+		if !ok {
+			continue
+		}
 		st, err := fromMemo(dc, l.memo, name)
 		if err != nil {
 			return nil, err
