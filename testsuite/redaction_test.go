@@ -3,6 +3,7 @@ package testsuite
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"maps"
 	"net/http"
@@ -132,12 +133,14 @@ func echoedCredentials(t *testing.T, codecOn bool) {
 
 	// Abandon it with `courier review --all`: a batch job.
 	note := "note-marker-" + rl.RunID
+	// Only this delivery: the server is shared with tests that park others.
+	only := fmt.Sprintf("%s = %q", workflows.SAKey.GetName(), parked.Key)
 	require.Eventually(t, func() bool {
-		p, err := st.PreviewBulk(ctx, starter.BulkFilter{Destination: lab.DestLegacy}, 1)
+		p, err := st.PreviewBulk(ctx, starter.BulkFilter{Destination: lab.DestLegacy, Query: only}, 1)
 		return err == nil && p.Matched == 1
 	}, time.Minute, 250*time.Millisecond, "visibility lists the parked delivery")
-	review := exec.CommandContext(ctx, rl.Courier, "review", "--all", "--destination", lab.DestLegacy, "--decision", "abandon",
-		"--reviewer", "ops", "--note", note, "--yes")
+	review := exec.CommandContext(ctx, rl.Courier, "review", "--all", "--destination", lab.DestLegacy, "--query", only,
+		"--decision", "abandon", "--reviewer", "ops", "--note", note, "--yes")
 	review.Env = rl.Temporal.Env(os.Environ())
 	out, err := review.Output()
 	require.NoError(t, err, "%s", out)
