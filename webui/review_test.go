@@ -21,6 +21,7 @@ import (
 
 	"github.com/abde64c9/courier/devstack"
 	"github.com/abde64c9/courier/internal/lab"
+	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -206,8 +207,43 @@ func TestReviewByUpdateInTheBrowser(t *testing.T) {
 	require.Equal(t, string(workflows.StatusCreated), cells[workflows.SAState.GetName()], "row: %v", cells)
 	b.showColumn(workflows.SABusinessID.GetName())
 	b.shot("decided-row")
+
+	// e. A caller's values are text, never markup: an operation named as a
+	// Markdown link shows as typed, in the summary and the details alike.
+	require.NoError(t, s.Sandbox().Inject(lab.DestLegacy, sandbox.Fault{Kind: sandbox.FaultCloseAfterCommit}))
+	in := lab.TicketInput(lab.DestLegacy, "webui-3")
+	in.Operation.Operation = markdownLink
+	linked, err := st.Deliver(ctx, in)
+	require.NoError(t, err)
+	require.Equal(t, workflows.StateAwaitingReview, linked.State)
+	lwid := workflows.WorkflowID(linked.Key)
+	b.navigate(devstack.ListURL(s.UIURL(), fmt.Sprintf("WorkflowId=%q", lwid)))
+	b.waitFor("the row of the delivery named as a link", true, rowJS(lwid), nonEmpty)
+	b.click("its row", visible(rowSel+` a[href*="/workflows/`+lwid+`/"]`))
+	b.click("the User Metadata tab", visible(metadataTab))
+	b.waitFor("its current details", false, detailsJS, func(s string) bool { return strings.Contains(s, "awaiting review") })
+	seen := b.waitFor("the operation's name as typed", false, markupJS, func(s string) bool { return strings.HasSuffix(s, "shown") })
+	require.True(t, strings.HasPrefix(seen, "0 links"), "no link made of the caller's text: %s", seen)
+	b.shot("markdown-as-text")
 	t.Logf("the whole test took %s", time.Since(began).Round(time.Millisecond))
 }
+
+// markdownLink is an operation name a caller may send that Markdown would
+// render as a link.
+const markdownLink = "[Click to approve](http://example.invalid)"
+
+// markupJS counts, over the page and its frames (summary and details
+// render in frames), links whose text is the caller's, and says "shown"
+// once a frame shows the name as typed.
+var markupJS = fmt.Sprintf(`(() => {
+	const frames = [...document.querySelectorAll("iframe")].map(f => f.contentDocument).filter(Boolean);
+	let links = 0, shown = false;
+	for (const d of [document, ...frames]) {
+		for (const a of d.querySelectorAll("a")) if (a.innerText.includes("Click to approve")) links++;
+	}
+	for (const d of frames) if (d.body && d.body.innerText.includes(%q)) shown = true;
+	return links + " links" + (shown ? ", shown" : "");
+})()`, markdownLink)
 
 // findChromium is the browser to drive; the test skips only without one.
 func findChromium(t *testing.T) string {
