@@ -67,15 +67,15 @@ func (d *delivery) details() string {
 	if d.waiting() {
 		b.WriteString("\n\n**Evidence**\n\n" + text.Fence(d.res.Review.Evidence))
 		b.WriteString("\n\nCheck the destination for the effect, then decide one of:\n\n" + text.Fence(
-			fmt.Sprintf("courier review %s --decision delivered --resource-id ID --reviewer NAME --note \"found it\"\n", d.res.Key)+
-				fmt.Sprintf("courier review %s --decision retry --reviewer NAME --note \"it is not there\"\n", d.res.Key)+
-				fmt.Sprintf("courier review %s --decision abandon --reviewer NAME --note \"why\"", d.res.Key)))
+			fmt.Sprintf("courier review %s --decision delivered --resource-id <ID-YOU-FOUND> --reviewer <YOUR-NAME> --note \"found it\"\n", d.res.Key)+
+				fmt.Sprintf("courier review %s --decision retry --reviewer <YOUR-NAME> --note \"it is not there\"\n", d.res.Key)+
+				fmt.Sprintf("courier review %s --decision abandon --reviewer <YOUR-NAME> --note \"why\"", d.res.Key)))
 		b.WriteString("\n\nor here: More Actions → **Send an Update** (not Send a Signal: the update refuses a bad decision " +
 			"and says why, a signal is ignored silently), name `review`, with:\n\n" +
-			text.Fence(`{"decision": "delivered", "resource_id": "ID", "reviewer": "NAME", "note": "found it"}`) +
+			text.Fence(`{"decision": "delivered", "resource_id": "<ID-YOU-FOUND>", "reviewer": "<YOUR-NAME>", "note": "found it"}`) +
 			"\n\n(`decision` is `retry`, `delivered` or `abandon`; `resource_id` only with `delivered`.)" +
 			"\n\nMany parked here at once (after an outage): preview, then decide them in one batch job:\n\n" +
-			text.Fence(fmt.Sprintf("courier review --all --destination %s --decision retry --reviewer NAME --note \"why\" --dry-run", d.in.Destination)))
+			text.Fence(fmt.Sprintf("courier review --all --destination %s --decision retry --reviewer <YOUR-NAME> --note \"why\" --dry-run", d.in.Destination)))
 	}
 	if r := d.res.Review; r != nil {
 		if rec, ok := lastDecision(r, true); ok {

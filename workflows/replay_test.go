@@ -64,13 +64,17 @@ const (
 
 // Sets of recorded Delivery scenarios off the happy path: deliveries that
 // replace the search attributes a caller set at start, and that end a
-// cancel request canceled (parked, or with an attempt in flight).
-const setTrust = "trust"
+// cancel request canceled (parked, or with an attempt in flight); and
+// those that also ignore a review command pasted with its placeholders.
+const (
+	setTrust        = "trust"
+	setPlaceholders = "placeholders"
+)
 
 var (
 	deliverySets = []string{setConfigContract, setRecordedContract, setDeliverUpdate, setReviewDesk}
 	gateSets     = []string{setGateReportedBreaker, setGateTerms, setGateMemo}
-	trustSets    = []string{setTrust}
+	trustSets    = []string{setTrust, setPlaceholders}
 )
 
 // recordedHistories reads every Delivery set's index (the fault cases' and

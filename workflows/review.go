@@ -159,8 +159,12 @@ func (d *delivery) reminder(n int) activities.Reminder {
 
 // checkReview is the update validator and the signal's filter: a decision is
 // acted on only when it is well formed and the delivery is waiting for one.
-func (d *delivery) checkReview(rd ReviewDecision) error {
-	if err := rd.Validate(); err != nil {
+func (d *delivery) checkReview(rd ReviewDecision) error { return d.check(rd, true) }
+
+// check is checkReview; placeholders false leaves a pasted placeholder as
+// it was decided before they were refused.
+func (d *delivery) check(rd ReviewDecision, placeholders bool) error {
+	if err := rd.validate(placeholders); err != nil {
 		return err
 	}
 	if allowed := d.reviewers(); len(allowed) > 0 && !slices.Contains(allowed, rd.Reviewer) {
@@ -190,7 +194,11 @@ func (d *delivery) receiveReview(ctx workflow.Context, rd ReviewDecision, via st
 		}
 	}
 	rec := ReviewRecord{ReviewDecision: rd.Excerpt(), Via: via}
-	if err := d.checkReview(rd); err != nil {
+	// Asked only of a decision holding a placeholder: one recorded before
+	// they were refused is decided again as it was.
+	refuse := rd.Placeholders() == nil ||
+		workflow.GetVersion(ctx, versionPlaceholders, workflow.DefaultVersion, 1) == 1
+	if err := d.check(rd, refuse); err != nil {
 		rec.Reason = text.Excerpt(err.Error(), maxReasonLen)
 	} else {
 		rec.Accepted = true

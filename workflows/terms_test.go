@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -171,9 +172,9 @@ func (s *TermsSuite) TestOverLongDecisionIsRefusedAndCut() {
 		details := meta.GetCurrentDetails()
 		key := opkey.Key(s.in.Operation)
 		s.Contains(details, "cannot deduplicate a retry")
-		s.Contains(details, "courier review "+key+" --decision delivered --resource-id ID --reviewer NAME --note \"found it\"")
-		s.Contains(details, "courier review "+key+" --decision retry --reviewer NAME --note")
-		s.Contains(details, `{"decision": "delivered", "resource_id": "ID", "reviewer": "NAME", "note": "found it"}`)
+		s.Contains(details, "courier review "+key+" --decision delivered --resource-id <ID-YOU-FOUND> --reviewer <YOUR-NAME> --note \"found it\"")
+		s.Contains(details, "courier review "+key+" --decision retry --reviewer <YOUR-NAME> --note")
+		s.Contains(details, `{"decision": "delivered", "resource_id": "<ID-YOU-FOUND>", "reviewer": "<YOUR-NAME>", "note": "found it"}`)
 		s.env.UpdateWorkflow(workflows.UpdateReview, "long", &sdktest.TestUpdateCallback{
 			OnReject:   func(err error) { s.ErrorContains(err, "note: 1025 bytes is over the limit of 1024") },
 			OnAccept:   func() { s.Fail("an over-long note was accepted") },
@@ -190,6 +191,45 @@ func (s *TermsSuite) TestOverLongDecisionIsRefusedAndCut() {
 	}, 2*time.Hour)
 	res := s.run()
 	s.Equal(workflows.StatusAbandoned, res.Status)
+}
+
+// TestPastedPlaceholdersAreRefused: the review command pasted unchanged
+// decides nothing. The update refuses a resource id or a reviewer that is
+// still a placeholder (the marked ones and the bare ones shown before),
+// naming the field; the signal records it ignored, with the reason; the
+// filled-in decision delivers.
+func (s *TermsSuite) TestPastedPlaceholdersAreRefused() {
+	s.answer(activities.Outcome{
+		Class: contract.ClassUnknown, Error: "lost", Terms: &activities.Terms{Contract: &contract.Contract{
+			Dedup: contract.DedupNone, Retry: contract.Retry{MaxAttempts: 1, AttemptTimeout: contract.Duration(time.Second), Deadline: contract.Duration(time.Minute)}}},
+	}, nil)
+	pasted := []workflows.ReviewDecision{
+		{Decision: "delivered", ResourceID: "<ID-YOU-FOUND>", Reviewer: "<YOUR-NAME>", Note: "found it"},
+		{Decision: "delivered", ResourceID: "ID", Reviewer: "ops", Note: "found it"},
+		{Decision: "retry", Reviewer: "NAME", Note: "it is not there"},
+	}
+	s.env.RegisterDelayedCallback(func() {
+		for i, d := range pasted {
+			s.env.UpdateWorkflow(workflows.UpdateReview, fmt.Sprint("pasted-", i), &sdktest.TestUpdateCallback{
+				OnReject:   func(err error) { s.ErrorContains(err, "is the review command's placeholder") },
+				OnAccept:   func() { s.Fail("a placeholder was accepted", "%+v", d) },
+				OnComplete: func(any, error) {},
+			}, d)
+		}
+		s.env.SignalWorkflow(workflows.SignalReview, pasted[0])
+	}, time.Hour)
+	s.env.RegisterDelayedCallback(func() {
+		st := s.status()
+		s.Equal(workflows.StateAwaitingReview, st.State, "nothing was decided")
+		s.Require().Len(st.Review.Decisions, 1, "the signal is recorded, ignored")
+		s.False(st.Review.Decisions[0].Accepted)
+		s.Contains(st.Review.Decisions[0].Reason, `resource_id: "<ID-YOU-FOUND>" is the review command's placeholder`)
+		s.Contains(st.Review.Decisions[0].Reason, `reviewer: "<YOUR-NAME>" is the review command's placeholder`)
+		s.env.SignalWorkflow(workflows.SignalReview, workflows.ReviewDecision{Decision: "delivered", ResourceID: "ticket-7", Reviewer: "ops", Note: "found it"})
+	}, 2*time.Hour)
+	res := s.run()
+	s.Equal(workflows.StatusDeliveredByReview, res.Status)
+	s.Equal("ticket-7", res.Receipt.ResourceID)
 }
 
 // TestUnreadableLookupParks: after an unknown outcome at a lookup

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -130,7 +131,11 @@ const (
 )
 
 // Validate rejects a decision that cannot be acted on, saying how to fix it.
-func (d ReviewDecision) Validate() error {
+func (d ReviewDecision) Validate() error { return d.validate(true) }
+
+// validate is Validate, leaving out the placeholder check for decisions
+// accepted before it (see versionPlaceholders).
+func (d ReviewDecision) validate(placeholders bool) error {
 	var errs []error
 	limit := func(name, value string, max int) {
 		if len(value) > max {
@@ -158,6 +163,31 @@ func (d ReviewDecision) Validate() error {
 	}
 	if strings.TrimSpace(d.Reviewer) == "" {
 		errs = append(errs, errors.New("reviewer: required, who is deciding"))
+	}
+	if placeholders {
+		errs = append(errs, d.Placeholders())
+	}
+	return errors.Join(errs...)
+}
+
+// ReviewPlaceholders are what the review commands and the update template
+// show for a reviewer to fill in: marked as <…> now, so a shell refuses
+// them, and bare before that.
+var ReviewPlaceholders = []string{"<ID-YOU-FOUND>", "<YOUR-NAME>", "ID", "NAME", "TEXT"}
+
+// Placeholders names each field of d that still holds a placeholder the
+// reviewer was to replace; nil when none does.
+func (d ReviewDecision) Placeholders() error {
+	isPlaceholder := func(v string) bool {
+		v = strings.TrimSpace(v)
+		return slices.Contains(ReviewPlaceholders, v) || len(v) > 2 && strings.HasPrefix(v, "<") && strings.HasSuffix(v, ">")
+	}
+	var errs []error
+	if isPlaceholder(d.ResourceID) {
+		errs = append(errs, fmt.Errorf("resource_id: %q is the review command's placeholder: put the id of the effect you found at the destination", d.ResourceID))
+	}
+	if isPlaceholder(d.Reviewer) {
+		errs = append(errs, fmt.Errorf("reviewer: %q is the review command's placeholder: put your own name", d.Reviewer))
 	}
 	return errors.Join(errs...)
 }

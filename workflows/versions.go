@@ -35,3 +35,9 @@ const versionBatchRepeats = "batch-repeats"
 // versionDerivedAttributes marks deliveries that replace search
 // attributes a caller set at start when they differ from the input's.
 const versionDerivedAttributes = "derived-attributes"
+
+// versionPlaceholders marks deliveries that refuse a decision still holding
+// a placeholder of the review command (a resource id ID, a reviewer NAME)
+// by signal; the update's validator refuses it before it is recorded.
+// Asked only for such a decision, so no other history carries it.
+const versionPlaceholders = "placeholders"

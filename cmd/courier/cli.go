@@ -98,9 +98,9 @@ func outcome(st workflows.DeliveryStatus) error {
 		}
 		return &cli.ExitError{Code: cli.CodeAwaiting, Err: fmt.Errorf("delivery %s is awaiting review%s\n"+
 			"check the destination for the effect, then decide:\n"+
-			"  courier review %s --decision delivered --resource-id ID --reviewer NAME --note TEXT   (you found it)\n"+
-			"  courier review %s --decision retry --reviewer NAME --note TEXT                       (it is not there)\n"+
-			"  courier review %s --decision abandon --reviewer NAME --note TEXT                     (give up)",
+			"  courier review %s --decision delivered --resource-id <ID-YOU-FOUND> --reviewer <YOUR-NAME> --note \"found it\"\n"+
+			"  courier review %s --decision retry --reviewer <YOUR-NAME> --note \"it is not there\"\n"+
+			"  courier review %s --decision abandon --reviewer <YOUR-NAME> --note \"why\"",
 			st.Key, evidence, st.Key, st.Key, st.Key)}
 	case workflows.State(workflows.StatusConflict):
 		return &cli.ExitError{Code: cli.CodeConflict, Err: fmt.Errorf("conflict: %s", st.Error)}

@@ -345,6 +345,35 @@ func testReview(t *testing.T, c *cliRun) {
 	require.Contains(t, mallory.stderr, `reviewer: "mallory" may not review deliveries; allowed: alice, bob`)
 	require.Equal(t, workflows.StateAwaitingReview, status(t, c.courier("status", key)).State, "a refused decision changes nothing")
 
+	// The shown command, pasted unchanged into a shell: its placeholders are
+	// redirections the shell refuses before courier runs.
+	var shown string
+	for line := range strings.Lines(r.stderr) {
+		if strings.Contains(line, "--decision delivered") {
+			shown = strings.TrimSpace(line)
+		}
+	}
+	require.Contains(t, shown, "--resource-id <ID-YOU-FOUND> --reviewer <YOUR-NAME>")
+	dir := t.TempDir()
+	paste := exec.Command("bash", "-c", c.bin+strings.TrimPrefix(shown, "courier"))
+	paste.Dir, paste.Env = dir, append(os.Environ(), "TEMPORAL_ADDRESS="+c.addr, "LC_ALL=C")
+	out, err := paste.CombinedOutput()
+	require.Error(t, err, "%s", out)
+	require.Contains(t, string(out), "ID-YOU-FOUND: No such file or directory")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, entries, "the refused paste wrote nothing")
+	// Quoted, or the bare placeholders shown before: refused by name.
+	quoted := c.courier("review", key, "--decision", "delivered", "--resource-id", "<ID-YOU-FOUND>",
+		"--reviewer", "<YOUR-NAME>", "--note", "found it")
+	require.Equal(t, cli.CodeUsage, quoted.code, quoted.stderr)
+	require.Contains(t, quoted.stderr, `resource_id: "<ID-YOU-FOUND>" is the review command's placeholder`)
+	require.Contains(t, quoted.stderr, `reviewer: "<YOUR-NAME>" is the review command's placeholder`)
+	bare := c.courier("review", key, "--decision", "delivered", "--resource-id", "ID", "--reviewer", "alice", "--note", "found it")
+	require.Equal(t, cli.CodeUsage, bare.code, bare.stderr)
+	require.Contains(t, bare.stderr, `resource_id: "ID" is the review command's placeholder`)
+	require.Equal(t, workflows.StateAwaitingReview, status(t, c.courier("status", key)).State, "a pasted placeholder decides nothing")
+
 	recs, err := c.env.Sandbox.Records("legacy")
 	require.NoError(t, err)
 	require.Len(t, recs, 1)

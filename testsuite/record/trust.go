@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -76,6 +77,37 @@ var trustScenarios = []trustScenario{
 			return "", fmt.Errorf("ended %s, want it parked for review", st.State)
 		}
 		return h.WorkflowID, t.cancel(ctx, h.Key)
+	}},
+	{"the review command pasted with its placeholders is ignored, then the filled-in one delivers", func(ctx context.Context, t *trustDriver) (string, error) {
+		in := lab.Input(lab.DestLegacy, "trust-pasted", lab.Ticket("trust-pasted", "pasted placeholders"))
+		if err := t.env.Inject(lab.DestLegacy, sandbox.Fault{Kind: sandbox.FaultCloseAfterCommit}); err != nil {
+			return "", err
+		}
+		h, err := t.s.Start(ctx, in)
+		if err != nil {
+			return "", err
+		}
+		if st, err := t.s.Wait(ctx, h.Key); err != nil || st.State != workflows.StateAwaitingReview {
+			return "", errors.Join(err, fmt.Errorf("ended %s, want it parked for review", st.State))
+		}
+		// By signal, as the web UI's Send a Signal or a script sends it: the
+		// update's validator would refuse it before history saw it.
+		pasted := workflows.ReviewDecision{Decision: workflows.DecisionDelivered, ResourceID: "<ID-YOU-FOUND>", Reviewer: "<YOUR-NAME>", Note: "found it"}
+		if err := t.c.SignalWorkflow(ctx, h.WorkflowID, "", workflows.SignalReview, pasted); err != nil {
+			return "", err
+		}
+		filled := workflows.ReviewDecision{Decision: workflows.DecisionDelivered, ResourceID: "ticket-found", Reviewer: "ops", Note: "found it"}
+		if err := t.c.SignalWorkflow(ctx, h.WorkflowID, "", workflows.SignalReview, filled); err != nil {
+			return "", err
+		}
+		var res workflows.DeliveryResult
+		if err := t.c.GetWorkflow(ctx, h.WorkflowID, "").Get(ctx, &res); err != nil {
+			return "", err
+		}
+		if res.Review == nil || res.Review.Ignored != 1 {
+			return "", fmt.Errorf("review %+v, want the pasted decision ignored", res.Review)
+		}
+		return h.WorkflowID, want(res.Status, workflows.StatusDeliveredByReview)
 	}},
 	{"cancelled while its attempt is in flight", func(ctx context.Context, t *trustDriver) (string, error) {
 		in := lab.Input(lab.DestHelpdesk, "trust-in-flight", lab.Ticket("trust-in-flight", "cancelled in flight"))
