@@ -110,7 +110,7 @@ func (a *Activities) ResolveTerms(_ context.Context, destination string) (Terms,
 
 // RemindReview tells operators that a delivery waits for a decision: it
 // logs, and tells the destination's notifier, if any.
-func (a *Activities) RemindReview(ctx context.Context, r Reminder) error {
+func (a *Activities) RemindReview(ctx context.Context, r Reminder) (string, error) {
 	activity.GetLogger(ctx).Warn("delivery awaiting review",
 		"key", r.Key, "destination", r.Destination, "reminder", r.Number, "since", r.Since, "evidence", r.Evidence)
 	if a.OnReminder != nil {
@@ -118,11 +118,17 @@ func (a *Activities) RemindReview(ctx context.Context, r Reminder) error {
 	}
 	n, ok := a.Notifiers[r.Destination]
 	if !ok {
-		return nil
+		return NoticeLogged, nil
 	}
 	r.Namespace = activity.GetInfo(ctx).WorkflowNamespace
-	return n.Notify(ctx, r)
+	return NoticeSent, n.Notify(ctx, r)
 }
+
+// What RemindReview did with a notice, as the delivery records it.
+const (
+	NoticeSent   = "notifier told"
+	NoticeLogged = "no notifier configured: in the worker's log only"
+)
 
 // NotifyGate tells the destination's notifier, if any, that its gate
 // changed (its breaker opened).

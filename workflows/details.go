@@ -79,7 +79,11 @@ func (d *delivery) details() string {
 	}
 	if r := d.res.Review; r != nil {
 		if rec, ok := lastDecision(r, true); ok {
-			b.WriteString(fmt.Sprintf("\n\nLast decision: **%s** by %s at %s (%s): %s", rec.Decision, text.Code(rec.Reviewer),
+			found := ""
+			if rec.ResourceID != "" {
+				found = ", resource " + text.Code(rec.ResourceID)
+			}
+			b.WriteString(fmt.Sprintf("\n\nLast decision: **%s**%s by %s at %s (%s): %s", rec.Decision, found, text.Code(rec.Reviewer),
 				rec.Received.UTC().Format(time.DateTime), via(rec), text.Code(rec.Note)))
 		}
 		if rec, ok := lastDecision(r, false); ok {
@@ -114,7 +118,11 @@ func (d *delivery) headline() string {
 		return s
 	case d.res.Status == StatusDeliveredByReview || d.res.Status == StatusAbandoned:
 		if rec, ok := lastDecision(d.res.Review, true); ok {
-			return fmt.Sprintf("%s: decided by %s: %s", st, text.Code(rec.Reviewer), text.Code(rec.Note))
+			s := fmt.Sprintf("%s: decided by %s", st, text.Code(rec.Reviewer))
+			if rec.ResourceID != "" {
+				s += ", resource " + text.Code(rec.ResourceID) // the effect the reviewer found
+			}
+			return s + ": " + text.Code(rec.Note)
 		}
 	case d.res.Status == StatusCanceled:
 		return st + ": " + text.Code(text.Excerpt(d.res.Error, detailErrorLen))

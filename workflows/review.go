@@ -120,7 +120,7 @@ func (d *delivery) desk(ctx workflow.Context) bool {
 // decision or the delivery.
 func (d *delivery) notify(ctx workflow.Context, n int) {
 	summary := fmt.Sprintf("notify: parked at %s, waiting for a review", text.Markdown(d.in.Destination))
-	detail := "parked: notifier told"
+	detail := "parked"
 	if n > 0 {
 		summary = fmt.Sprintf("notify: review reminder %d", n)
 		detail = fmt.Sprintf("reminder %d", n)
@@ -134,8 +134,16 @@ func (d *delivery) notify(ctx workflow.Context, n int) {
 	})
 	f := workflow.ExecuteActivity(actx, a.RemindReview, d.reminder(n))
 	workflow.Go(ctx, func(ctx workflow.Context) {
-		if err := f.Get(ctx, nil); err != nil {
+		var done string
+		err := f.Get(ctx, &done)
+		switch {
+		case err != nil:
 			detail += ": " + err.Error()
+		case done != "":
+			detail += ": " + done
+		case n == 0:
+			// Recorded before the activity said what it did.
+			detail += ": " + activities.NoticeSent
 		}
 		d.recordReminder(ctx, n, detail)
 	})

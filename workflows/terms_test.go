@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -230,6 +231,10 @@ func (s *TermsSuite) TestPastedPlaceholdersAreRefused() {
 	res := s.run()
 	s.Equal(workflows.StatusDeliveredByReview, res.Status)
 	s.Equal("ticket-7", res.Receipt.ResourceID)
+	// No notifier is configured here: the record says so, not "told".
+	i := slices.IndexFunc(res.Events, func(e workflows.Event) bool { return e.Event == "review_reminder" })
+	s.Require().GreaterOrEqual(i, 0, "%+v", res.Events)
+	s.Equal("parked: "+activities.NoticeLogged, res.Events[i].Detail)
 }
 
 // TestUnreadableLookupParks: after an unknown outcome at a lookup

@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
+	sdkpb "go.temporal.io/api/sdk/v1"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -384,6 +385,12 @@ func testReview(t *testing.T, c *cliRun) {
 	require.Equal(t, workflows.StatusDeliveredByReview, final.Status)
 	require.Equal(t, recs[0].TicketID, final.Receipt.ResourceID)
 	require.Equal(t, id, final.Operation.BusinessID)
+	v, err := c.temporal.QueryWorkflow(context.Background(), workflows.WorkflowID(key), "", "__temporal_workflow_metadata")
+	require.NoError(t, err)
+	var meta sdkpb.WorkflowMetadata
+	require.NoError(t, v.Get(&meta))
+	require.Contains(t, meta.GetCurrentDetails(), "decided by `alice`, resource `"+recs[0].TicketID+"`",
+		"the details name the effect the reviewer found")
 	require.Equal(t, 1, c.effects("legacy", id))
 
 	// The delivery no longer waits: a second decision is refused, and says why.
