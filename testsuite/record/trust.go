@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -61,34 +60,16 @@ var trustScenarios = []trustScenario{
 		return run.GetID(), want(res.Status, workflows.StatusCreated)
 	}},
 	{"parked for review, then cancelled", func(ctx context.Context, t *trustDriver) (string, error) {
-		in := lab.Input(lab.DestLegacy, "trust-parked", lab.Ticket("trust-parked", "parked, then cancelled"))
-		if err := t.env.Inject(lab.DestLegacy, sandbox.Fault{Kind: sandbox.FaultCloseAfterCommit}); err != nil {
-			return "", err
-		}
-		h, err := t.s.Start(ctx, in)
+		h, err := t.park(ctx, "trust-parked", "parked, then cancelled")
 		if err != nil {
 			return "", err
-		}
-		st, err := t.s.Wait(ctx, h.Key)
-		if err != nil {
-			return "", err
-		}
-		if st.State != workflows.StateAwaitingReview {
-			return "", fmt.Errorf("ended %s, want it parked for review", st.State)
 		}
 		return h.WorkflowID, t.cancel(ctx, h.Key)
 	}},
 	{"the review command pasted with its placeholders is ignored, then the filled-in one delivers", func(ctx context.Context, t *trustDriver) (string, error) {
-		in := lab.Input(lab.DestLegacy, "trust-pasted", lab.Ticket("trust-pasted", "pasted placeholders"))
-		if err := t.env.Inject(lab.DestLegacy, sandbox.Fault{Kind: sandbox.FaultCloseAfterCommit}); err != nil {
-			return "", err
-		}
-		h, err := t.s.Start(ctx, in)
+		h, err := t.park(ctx, "trust-pasted", "pasted placeholders")
 		if err != nil {
 			return "", err
-		}
-		if st, err := t.s.Wait(ctx, h.Key); err != nil || st.State != workflows.StateAwaitingReview {
-			return "", errors.Join(err, fmt.Errorf("ended %s, want it parked for review", st.State))
 		}
 		// By signal, as the web UI's Send a Signal or a script sends it: the
 		// update's validator would refuse it before history saw it.
@@ -187,6 +168,23 @@ type trustDriver struct {
 	c   client.Client
 	s   *starter.Client
 	env *testsuite.Env
+}
+
+// park starts a delivery to legacy whose response is lost after the
+// commit, and waits until it is parked for review.
+func (t *trustDriver) park(ctx context.Context, id, subject string) (starter.Handle, error) {
+	if err := t.env.Inject(lab.DestLegacy, sandbox.Fault{Kind: sandbox.FaultCloseAfterCommit}); err != nil {
+		return starter.Handle{}, err
+	}
+	h, err := t.s.Start(ctx, lab.Input(lab.DestLegacy, id, lab.Ticket(id, subject)))
+	if err != nil {
+		return h, err
+	}
+	st, err := t.s.Wait(ctx, h.Key)
+	if err == nil && st.State != workflows.StateAwaitingReview {
+		err = fmt.Errorf("ended %s, want it parked for review", st.State)
+	}
+	return h, err
 }
 
 // cancel asks the delivery to cancel and checks that it ends canceled.
