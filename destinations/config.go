@@ -199,14 +199,23 @@ func (a *Auth) validate(field string) error {
 	return errors.Join(errs...)
 }
 
-// HeaderValue is the credential as its header carries it: the scheme, if
-// any, then the secret.
+// HeaderValue is the credential as its header carries it (HeaderValueFor
+// the secret read).
 func (a *Auth) HeaderValue() (string, error) {
 	secret, err := a.Secret()
-	if err != nil || a.Scheme == "" {
-		return secret, err
+	if err != nil {
+		return "", err
 	}
-	return a.Scheme + " " + secret, nil
+	return a.HeaderValueFor(secret), nil
+}
+
+// HeaderValueFor is secret as the header carries it: the scheme, if any,
+// then the secret.
+func (a *Auth) HeaderValueFor(secret string) string {
+	if a.Scheme == "" {
+		return secret
+	}
+	return a.Scheme + " " + secret
 }
 
 // Secret reads the destination's credential from the worker's environment or

@@ -32,7 +32,8 @@ func Redactor(cfg destinations.Config) (*redact.Redactor, []string) {
 			}
 			return
 		}
-		if v, err := a.HeaderValue(); err == nil && v != s {
+		// The whole header value too, from the secret read once.
+		if v := a.HeaderValueFor(s); v != s {
 			secrets = append(secrets, redact.Secret{Label: label, Value: v})
 		}
 	}
