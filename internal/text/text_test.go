@@ -23,3 +23,13 @@ func TestExcerpt(t *testing.T) {
 		t.Errorf("Cut(%q, 2) = %q, want %q", "héllo", got, "h")
 	}
 }
+
+func TestCommand(t *testing.T) {
+	if got, want := Command("courier destination resume crm", "--by <YOUR-NAME>", `--note "why"`),
+		"courier destination resume crm \\\n  --by <YOUR-NAME> \\\n  --note \"why\""; got != want {
+		t.Errorf("Command = %q, want %q", got, want)
+	}
+	if got := Command("courier list"); got != "courier list" {
+		t.Errorf("Command without flags = %q", got)
+	}
+}
