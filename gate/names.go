@@ -1,13 +1,16 @@
 package gate
 
+import "github.com/abde64c9/courier/workflows"
+
 // The gate's names, as recorded in histories and sent by non-Go callers
 // (see docs/protocol.md): a change to any string breaks running gates and
 // the recorded histories' replay.
 const (
 	// WorkflowType is the registered name of the gate workflow.
 	WorkflowType = "Destination"
-	// IDPrefix + destination is a gate's workflow ID (see WorkflowID).
-	IDPrefix = "destination-"
+	// IDPrefix + destination is a gate's workflow ID (see WorkflowID); held
+	// deliveries link to their gate by it.
+	IDPrefix = workflows.GateIDPrefix
 	// Memo is the memo field holding the DestinationState readers read.
 	Memo = "gate"
 	// QueryState returns a DestinationState. Courier reads the memo; the

@@ -14,6 +14,10 @@ const (
 	WorkflowType = "Delivery"
 	// WorkflowIDPrefix + key is a delivery's workflow ID.
 	WorkflowIDPrefix = "delivery-"
+	// GateIDPrefix + destination is the workflow ID of the destination's
+	// gate. It is package gate's (gate.IDPrefix), kept here because a held
+	// delivery's details link to its gate, and gate imports this package.
+	GateIDPrefix = "destination-"
 
 	// QueryStatus returns a Status.
 	QueryStatus = "status"
@@ -108,6 +112,13 @@ func DeliverUpdateID(fingerprint string, epoch int) string {
 func HeldQuery(dest string) string {
 	return fmt.Sprintf(`WorkflowType = %q AND ExecutionStatus = "Running" AND %s = %q AND %s IN (%q, %q)`,
 		WorkflowType, SADestination.GetName(), dest, SAState.GetName(), StatePaused, StateCircuitOpen)
+}
+
+// ParkedQuery is the visibility query for the deliveries parked at a
+// destination, waiting for a review.
+func ParkedQuery(dest string) string {
+	return fmt.Sprintf(`WorkflowType = %q AND ExecutionStatus = "Running" AND %s = %q AND %s = %q`,
+		WorkflowType, SADestination.GetName(), dest, SAState.GetName(), StateAwaitingReview)
 }
 
 // WorkflowID is the ID of the delivery with this key.
