@@ -148,7 +148,7 @@ func (s *ReviewSuite) TestDetailsTellTheStory() {
 			"legacy (dedup none) cannot tell whether it applied: check the destination", first)
 		s.Contains(d, "```\nattempt 1: unknown_outcome (", "the evidence is a code block")
 		s.Contains(d, "Send an Update")
-		s.Contains(d, `{"decision": "delivered", "resource_id": "<ID-YOU-FOUND>", "reviewer": "<YOUR-NAME>", "note": "found it"}`)
+		s.Contains(d, "\"resource_id\": \"<ID-YOU-FOUND>\",\n  \"reviewer\": \"<YOUR-NAME>\",")
 		s.Contains(d, "dedup none · 3 attempts within 1m0s")
 		s.Contains(d, "/workflows?query="+url.QueryEscape(`CourierBusinessID="`+s.id+`"`))
 		described := map[string]string{}

@@ -142,6 +142,9 @@ type delivery struct {
 	released bool
 	heldFor  time.Duration
 	holds    int
+	// heldLast: the last Attempt activity was held, so the next one looks
+	// at the gate before anything is sent.
+	heldLast bool
 	// closed: finish has run to its end; a cancel after it changes nothing.
 	closed bool
 }

@@ -25,9 +25,44 @@ const (
 
 // StaticDetails are the web UI's fixed facts of a delivery, given at its
 // start; the current details add the contract it runs under and what to do.
+// The workflow ID, "delivery-" and the key, is the page's own title.
 func StaticDetails(op opkey.Operation, key string) string {
-	return fmt.Sprintf("**%s → %s**\n\ntenant %s · business id %s\n\nkey %s · workflow ID %s",
-		text.Markdown(op.Operation), text.Markdown(op.Destination), text.Code(op.Tenant), text.Code(op.BusinessID), text.Code(key), text.Code(WorkflowID(key)))
+	return fmt.Sprintf("**%s → %s**\n\ntenant %s · business id %s\n\nkey %s",
+		text.Markdown(op.Operation), text.Markdown(op.Destination), text.Code(op.Tenant), text.Code(op.BusinessID), text.Code(key))
+}
+
+// ReviewCommands are the three decisions of a parked delivery as commands,
+// its placeholders ones a shell and the validator refuse.
+func ReviewCommands(key string) string {
+	review := "courier review " + key
+	return text.Command(review, "--decision delivered", "--resource-id <ID-YOU-FOUND>", "--reviewer <YOUR-NAME>", `--note "found it"`) + "\n\n" +
+		text.Command(review, "--decision retry", "--reviewer <YOUR-NAME>", `--note "it is not there"`) + "\n\n" +
+		text.Command(review, "--decision abandon", "--reviewer <YOUR-NAME>", `--note "why"`)
+}
+
+// ResumeCommand resumes a destination: it ends a pause and closes an open
+// breaker at once, and the gate releases the deliveries held there.
+func ResumeCommand(dest string) string {
+	return text.Command("courier destination resume "+dest, "--by <YOUR-NAME>", `--note "why"`)
+}
+
+// reviewTemplate is the review update's input, for the web UI's Send an
+// Update dialog, over lines that fit the details panel.
+const reviewTemplate = `{
+  "decision": "delivered",
+  "resource_id": "<ID-YOU-FOUND>",
+  "reviewer": "<YOUR-NAME>",
+  "note": "found it"
+}`
+
+// UIWorkflowPath is the web UI's page of the latest run of a workflow ID.
+func UIWorkflowPath(namespace, workflowID string) string {
+	return fmt.Sprintf("/namespaces/%s/workflows/%s", url.PathEscape(namespace), url.PathEscape(workflowID))
+}
+
+// UIListPath is the web UI's list of the workflows a visibility query matches.
+func UIListPath(namespace, query string) string {
+	return fmt.Sprintf("/namespaces/%s/workflows?query=%s", url.PathEscape(namespace), url.QueryEscape(query))
 }
 
 // details is the delivery's current details: the state and why in one
@@ -44,8 +79,11 @@ func (d *delivery) details() string {
 		}
 	}
 	if d.namespace != "" {
-		q := url.QueryEscape(fmt.Sprintf(`%s="%s"`, SABusinessID.GetName(), d.in.BusinessID))
-		b.WriteString(fmt.Sprintf(" · [every delivery of this business id](/namespaces/%s/workflows?query=%s)", url.PathEscape(d.namespace), q))
+		q := fmt.Sprintf(`%s="%s"`, SABusinessID.GetName(), d.in.BusinessID)
+		b.WriteString(fmt.Sprintf(" · [every delivery of this business id](%s)", UIListPath(d.namespace, q)))
+	}
+	if d.held != nil {
+		b.WriteString(d.heldHelp())
 	}
 	if n := len(d.res.Attempts); n > 0 {
 		b.WriteString("\n\n**Attempts**\n")
@@ -66,16 +104,13 @@ func (d *delivery) details() string {
 	}
 	if d.waiting() {
 		b.WriteString("\n\n**Evidence**\n\n" + text.Fence(d.res.Review.Evidence))
-		b.WriteString("\n\nCheck the destination for the effect, then decide one of:\n\n" + text.Fence(
-			fmt.Sprintf("courier review %s --decision delivered --resource-id <ID-YOU-FOUND> --reviewer <YOUR-NAME> --note \"found it\"\n", d.res.Key)+
-				fmt.Sprintf("courier review %s --decision retry --reviewer <YOUR-NAME> --note \"it is not there\"\n", d.res.Key)+
-				fmt.Sprintf("courier review %s --decision abandon --reviewer <YOUR-NAME> --note \"why\"", d.res.Key)))
+		b.WriteString("\n\nCheck the destination for the effect, then decide one of:\n\n" + text.Fence(ReviewCommands(d.res.Key)))
 		b.WriteString("\n\nor here: More Actions → **Send an Update** (not Send a Signal: the update refuses a bad decision " +
-			"and says why, a signal is ignored silently), name `review`, with:\n\n" +
-			text.Fence(`{"decision": "delivered", "resource_id": "<ID-YOU-FOUND>", "reviewer": "<YOUR-NAME>", "note": "found it"}`) +
+			"and says why, a signal is ignored silently), name `review`, with:\n\n" + text.Fence(reviewTemplate) +
 			"\n\n(`decision` is `retry`, `delivered` or `abandon`; `resource_id` only with `delivered`.)" +
 			"\n\nMany parked here at once (after an outage): preview, then decide them in one batch job:\n\n" +
-			text.Fence(fmt.Sprintf("courier review --all --destination %s --decision retry --reviewer <YOUR-NAME> --note \"why\" --dry-run", d.in.Destination)))
+			text.Fence(text.Command("courier review --all", "--destination "+d.in.Destination, "--decision retry",
+				"--reviewer <YOUR-NAME>", `--note "why"`, "--dry-run")))
 	}
 	if r := d.res.Review; r != nil {
 		if rec, ok := lastDecision(r, true); ok {
@@ -144,6 +179,29 @@ func (d *delivery) headline() string {
 	return fmt.Sprintf("%s: attempt %d → %s", st, n+1, text.Markdown(d.in.Destination))
 }
 
+// heldHelp is what a held delivery's details add: its destination's gate,
+// the deliveries held with it, and the command that releases them.
+func (d *delivery) heldHelp() string {
+	h, dest := d.held, text.Markdown(d.in.Destination)
+	s := fmt.Sprintf("\n\n**Held at [%s's gate](%s)** · [every delivery held at %s](%s)\n\n", dest,
+		UIWorkflowPath(d.namespace, GateIDPrefix+d.in.Destination), dest, UIListPath(d.namespace, HeldQuery(d.in.Destination)))
+	switch {
+	case h.State == string(StatePaused) && !h.Until.IsZero():
+		s += fmt.Sprintf("%s is paused until %s. To resume it sooner, which releases every delivery held there:", dest, utc(h.Until))
+	case h.State == string(StatePaused):
+		s += fmt.Sprintf("%s is paused until an operator resumes it, which releases every delivery held there:", dest)
+	case !h.Until.IsZero():
+		s += fmt.Sprintf("Its breaker lets one probe attempt through at %s; if %s answers, the breaker closes and releases "+
+			"every delivery held there. If you know %s is back, the same resume closes the breaker at once:", utc(h.Until), dest, dest)
+	default:
+		s += "Its breaker lets no probe through until an operator resumes it, which closes the breaker and releases every delivery held there:"
+	}
+	return s + "\n\n" + text.Fence(ResumeCommand(d.in.Destination))
+}
+
+// utc is a time in the details: UTC, to the second.
+func utc(t time.Time) string { return t.UTC().Format(time.DateTime) + " UTC" }
+
 // waiting: parked, no decision yet.
 func (d *delivery) waiting() bool {
 	return d.state == StateAwaitingReview && d.res.Status == "" && d.res.Review != nil && d.decision == nil
@@ -192,7 +250,8 @@ func (d *delivery) parkReason(out activities.Outcome, c contract.Contract, keyEx
 }
 
 // attemptSummary names attempt n in the history: of how many, where, and
-// how the destination deduplicates.
+// how the destination deduplicates. After a hold it says what the activity
+// is first: a look at the gate, which may hold it again and send nothing.
 func (d *delivery) attemptSummary(n int) string {
 	c := d.recorded()
 	if c == nil {
@@ -200,10 +259,17 @@ func (d *delivery) attemptSummary(n int) string {
 			c = &dest.Contract
 		}
 	}
-	if c == nil {
-		return fmt.Sprintf("attempt %d → %s", n, text.Markdown(d.in.Destination))
+	attempt, dest, dedup := fmt.Sprintf("attempt %d", n), text.Markdown(d.in.Destination), ""
+	if c != nil {
+		attempt, dedup = fmt.Sprintf("attempt %d of %d", n, d.budgetOr(c)), fmt.Sprintf(" (dedup %s)", c.Dedup)
 	}
-	return fmt.Sprintf("attempt %d of %d → %s (dedup %s)", n, d.budgetOr(c), text.Markdown(d.in.Destination), c.Dedup)
+	switch {
+	case d.released:
+		return fmt.Sprintf("%s → %s%s, released by its gate", attempt, dest, dedup)
+	case d.heldLast:
+		return fmt.Sprintf("look at %s's gate; %s if it admits", dest, attempt)
+	}
+	return fmt.Sprintf("%s → %s%s", attempt, dest, dedup)
 }
 
 // backoffSummary names the wait before attempt n+1 and what caused it.

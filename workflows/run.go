@@ -176,6 +176,7 @@ func (d *delivery) hold(ctx workflow.Context, h *activities.Hold) error {
 		h = &activities.Hold{State: string(StateCircuitOpen), Reason: "held"}
 	}
 	d.holds++
+	d.heldLast = true
 	if d.holds <= MaxIgnoredRecords {
 		d.event(ctx, len(d.res.Attempts), "held", h.State+": "+h.Reason)
 	}
@@ -311,6 +312,7 @@ func (d *delivery) attempt(ctx workflow.Context) activities.Outcome {
 	req := d.request(ctx, n)
 	d.released = false
 	err := workflow.ExecuteActivity(ctx, a.Attempt, req).Get(ctx, &out)
+	d.heldLast = false
 	var appErr *temporal.ApplicationError
 	switch {
 	case errors.As(err, &appErr) && appErr.Type() == activities.ErrUnknownDestination:

@@ -173,9 +173,9 @@ func (s *TermsSuite) TestOverLongDecisionIsRefusedAndCut() {
 		details := meta.GetCurrentDetails()
 		key := opkey.Key(s.in.Operation)
 		s.Contains(details, "cannot deduplicate a retry")
-		s.Contains(details, "courier review "+key+" --decision delivered --resource-id <ID-YOU-FOUND> --reviewer <YOUR-NAME> --note \"found it\"")
-		s.Contains(details, "courier review "+key+" --decision retry --reviewer <YOUR-NAME> --note")
-		s.Contains(details, `{"decision": "delivered", "resource_id": "<ID-YOU-FOUND>", "reviewer": "<YOUR-NAME>", "note": "found it"}`)
+		s.Contains(details, "courier review "+key+" \\\n  --decision delivered \\\n  --resource-id <ID-YOU-FOUND> \\\n  --reviewer <YOUR-NAME> \\\n  --note \"found it\"")
+		s.Contains(details, "courier review "+key+" \\\n  --decision retry \\\n  --reviewer <YOUR-NAME> \\\n  --note")
+		s.Contains(details, "\"resource_id\": \"<ID-YOU-FOUND>\",\n  \"reviewer\": \"<YOUR-NAME>\",")
 		s.env.UpdateWorkflow(workflows.UpdateReview, "long", &sdktest.TestUpdateCallback{
 			OnReject:   func(err error) { s.ErrorContains(err, "note: 1025 bytes is over the limit of 1024") },
 			OnAccept:   func() { s.Fail("an over-long note was accepted") },

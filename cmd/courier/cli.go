@@ -97,11 +97,8 @@ func outcome(st workflows.DeliveryStatus) error {
 			evidence = ": " + st.Review.Evidence
 		}
 		return &cli.ExitError{Code: cli.CodeAwaiting, Err: fmt.Errorf("delivery %s is awaiting review%s\n"+
-			"check the destination for the effect, then decide:\n"+
-			"  courier review %s --decision delivered --resource-id <ID-YOU-FOUND> --reviewer <YOUR-NAME> --note \"found it\"\n"+
-			"  courier review %s --decision retry --reviewer <YOUR-NAME> --note \"it is not there\"\n"+
-			"  courier review %s --decision abandon --reviewer <YOUR-NAME> --note \"why\"",
-			st.Key, evidence, st.Key, st.Key, st.Key)}
+			"check the destination for the effect, then decide one of:\n\n%s",
+			st.Key, evidence, workflows.ReviewCommands(st.Key))}
 	case workflows.State(workflows.StatusConflict):
 		return &cli.ExitError{Code: cli.CodeConflict, Err: fmt.Errorf("conflict: %s", st.Error)}
 	case workflows.State(workflows.StatusRejected):

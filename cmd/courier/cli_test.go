@@ -310,7 +310,7 @@ func testReview(t *testing.T, c *cliRun) {
 	require.Less(t, exited.Sub(parkedAt), time.Second, "courier deliver exited %s after the park", exited.Sub(parkedAt))
 	require.Contains(t, r.stderr, "delivery "+key+" is awaiting review")
 	require.Contains(t, r.stderr, `destination "legacy" (dedup none) cannot deduplicate a retry`)
-	require.Contains(t, r.stderr, "courier review "+key+" --decision delivered")
+	require.Contains(t, r.stderr, "courier review "+key+" \\\n  --decision delivered")
 	require.Equal(t, 1, c.effects("legacy", id), "the lost response's ticket exists")
 
 	s := c.courier("status", key)
@@ -346,15 +346,15 @@ func testReview(t *testing.T, c *cliRun) {
 	require.Contains(t, mallory.stderr, `reviewer: "mallory" may not review deliveries; allowed: alice, bob`)
 	require.Equal(t, workflows.StateAwaitingReview, status(t, c.courier("status", key)).State, "a refused decision changes nothing")
 
-	// The shown command, pasted unchanged into a shell: its placeholders are
-	// redirections the shell refuses before courier runs.
+	// The shown command, its lines pasted unchanged into a shell: its
+	// placeholders are redirections the shell refuses before courier runs.
 	var shown string
-	for line := range strings.Lines(r.stderr) {
-		if strings.Contains(line, "--decision delivered") {
-			shown = strings.TrimSpace(line)
+	for _, cmd := range strings.Split(r.stderr, "\n\n") {
+		if strings.Contains(cmd, "--decision delivered") {
+			shown = strings.TrimSpace(cmd)
 		}
 	}
-	require.Contains(t, shown, "--resource-id <ID-YOU-FOUND> --reviewer <YOUR-NAME>")
+	require.Contains(t, shown, "--resource-id <ID-YOU-FOUND> \\\n  --reviewer <YOUR-NAME> \\\n")
 	dir := t.TempDir()
 	paste := exec.Command("bash", "-c", c.bin+strings.TrimPrefix(shown, "courier"))
 	paste.Dir, paste.Env = dir, append(os.Environ(), "TEMPORAL_ADDRESS="+c.addr, "LC_ALL=C")
