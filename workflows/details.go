@@ -119,7 +119,7 @@ func (d *delivery) details() string {
 				found = ", resource " + text.Code(rec.ResourceID)
 			}
 			b.WriteString(fmt.Sprintf("\n\nLast decision: **%s**%s by %s at %s (%s): %s", rec.Decision, found, text.Code(rec.Reviewer),
-				rec.Received.UTC().Format(time.DateTime), via(rec), text.Code(rec.Note)))
+				text.UTC(rec.Received), via(rec), text.Code(rec.Note)))
 		}
 		if rec, ok := lastDecision(r, false); ok {
 			b.WriteString(fmt.Sprintf("\n\nIgnored %d decision(s); the last (%s): %s", r.Ignored, via(rec), text.Code(rec.Reason)))
@@ -168,7 +168,7 @@ func (d *delivery) headline() string {
 	case d.held != nil:
 		s := st + ": " + text.Markdown(d.held.Reason)
 		if !d.held.Until.IsZero() {
-			s += " (until " + d.held.Until.UTC().Format(time.DateTime) + ")"
+			s += " (until " + text.UTC(d.held.Until) + ")"
 		}
 		return s + "; nothing is sent, and waiting spends no attempt and no deadline"
 	case d.state == StateRetryWait && n > 0:
@@ -187,20 +187,17 @@ func (d *delivery) heldHelp() string {
 		UIWorkflowPath(d.namespace, GateIDPrefix+d.in.Destination), dest, UIListPath(d.namespace, HeldQuery(d.in.Destination)))
 	switch {
 	case h.State == string(StatePaused) && !h.Until.IsZero():
-		s += fmt.Sprintf("%s is paused until %s. To resume it sooner, which releases every delivery held there:", dest, utc(h.Until))
+		s += fmt.Sprintf("%s is paused until %s. To resume it sooner, which releases every delivery held there:", dest, text.UTC(h.Until))
 	case h.State == string(StatePaused):
 		s += fmt.Sprintf("%s is paused until an operator resumes it, which releases every delivery held there:", dest)
 	case !h.Until.IsZero():
 		s += fmt.Sprintf("Its breaker lets one probe attempt through at %s; if %s answers, the breaker closes and releases "+
-			"every delivery held there. If you know %s is back, the same resume closes the breaker at once:", utc(h.Until), dest, dest)
+			"every delivery held there. If you know %s is back, the same resume closes the breaker at once:", text.UTC(h.Until), dest, dest)
 	default:
 		s += "Its breaker lets no probe through until an operator resumes it, which closes the breaker and releases every delivery held there:"
 	}
 	return s + "\n\n" + text.Fence(ResumeCommand(d.in.Destination))
 }
-
-// utc is a time in the details: UTC, to the second.
-func utc(t time.Time) string { return t.UTC().Format(time.DateTime) + " UTC" }
 
 // waiting: parked, no decision yet.
 func (d *delivery) waiting() bool {

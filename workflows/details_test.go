@@ -105,7 +105,7 @@ func TestDecidedDetails(t *testing.T) {
 	md := d.details()
 	fits(t, md)
 	require.True(t, strings.HasPrefix(md, "**delivered by review**: decided by `alice`, resource `T-1`: `found it`"), md)
-	require.Contains(t, md, "Last decision: **delivered**, resource `T-1` by `alice` at 2026-03-01 10:00:00 (via update)")
+	require.Contains(t, md, "Last decision: **delivered**, resource `T-1` by `alice` at 2026-03-01 10:00:00 UTC (via update)")
 	require.NotContains(t, md, "courier review")
 	require.NotContains(t, md, "courier destination")
 }

@@ -3,7 +3,10 @@
 // as well as the worker and the activities.
 package text
 
-import "unicode/utf8"
+import (
+	"time"
+	"unicode/utf8"
+)
 
 // Cut is s cut to at most n bytes, back to the start of a rune, so that a
 // cut never splits a character.
@@ -24,3 +27,7 @@ func Excerpt(s string, n int) string {
 	}
 	return Cut(s, n) + "…"
 }
+
+// UTC is a time as the web UI's details show it: UTC, to the second, and
+// saying so, since the UI shows its own times in the viewer's zone.
+func UTC(t time.Time) string { return t.UTC().Format(time.DateTime) + " UTC" }

@@ -1,6 +1,9 @@
 package text
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 func TestExcerpt(t *testing.T) {
 	for _, c := range []struct {
@@ -31,5 +34,12 @@ func TestCommand(t *testing.T) {
 	}
 	if got := Command("courier list"); got != "courier list" {
 		t.Errorf("Command without flags = %q", got)
+	}
+}
+
+func TestUTC(t *testing.T) {
+	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.FixedZone("CET", 3600))
+	if got := UTC(at); got != "2026-03-01 09:00:00 UTC" {
+		t.Errorf("UTC = %q", got)
 	}
 }
