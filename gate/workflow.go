@@ -190,6 +190,8 @@ func (g *gate) settle(ctx workflow.Context) DestinationState {
 
 func (g *gate) run(ctx workflow.Context) (DestinationState, error) {
 	for {
+		// For the web UI; no command. Every change wakes this loop.
+		workflow.SetCurrentDetails(ctx, details(g.s, workflow.GetInfo(ctx).Namespace))
 		// The one timer is a pause's end. An open breaker needs none: the
 		// first worker to look after its cool-down asks for the probe.
 		var next time.Time

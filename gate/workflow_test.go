@@ -2,11 +2,13 @@ package gate_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/suite"
+	sdkpb "go.temporal.io/api/sdk/v1"
 	"go.temporal.io/sdk/converter"
 	sdktest "go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
@@ -14,6 +16,8 @@ import (
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/gate"
+	"github.com/abde64c9/courier/internal/text"
+	"github.com/abde64c9/courier/internal/text/texttest"
 )
 
 // GateSuite drives a destination's gate workflow in the test environment:
@@ -148,6 +152,47 @@ func (s *GateSuite) TestPauseAndResume() {
 		s.Equal([]string{"paused by alice", "closed by bob", "paused by alice", "closed by courier"}, path(st))
 	})
 	s.run()
+}
+
+// TestDetailsFollowTheGate: the web UI's current details are set from the
+// start and follow each change: a pause names its reason, who and until,
+// and how to resume; after the resume they say how to pause again.
+func (s *GateSuite) TestDetailsFollowTheGate() {
+	var until, resumed time.Time
+	s.at(time.Second, func() {
+		d := s.details()
+		s.True(strings.HasPrefix(d, "**closed**: attempts go to legacy"), d)
+		s.Contains(d, "courier destination pause legacy \\\n")
+		until = s.env.Now().Add(time.Hour)
+		s.update(gate.UpdatePause, "p", gate.PauseRequest{Reason: "[INC-7](http://x)", By: "alice", Until: until},
+			func(_ any, err error) { s.NoError(err) })
+	})
+	s.at(2*time.Second, func() {
+		d := s.details()
+		s.True(strings.HasPrefix(d, "**paused**: \\[INC-7\\](http://x) · by `alice` since "), d)
+		s.Contains(d, ", until "+text.UTC(until)+"; no attempt is sent to legacy")
+		s.Contains(d, "courier destination resume legacy \\\n  --by <YOUR-NAME> \\\n")
+		resumed = s.env.Now()
+		s.update(gate.UpdateResume, "r", gate.ResumeRequest{By: "bob", Note: "done"}, func(_ any, err error) { s.NoError(err) })
+	})
+	s.at(time.Minute, func() {
+		d := s.details()
+		s.True(strings.HasPrefix(d, "**closed**: attempts go to legacy · by `bob` since "+text.UTC(resumed)+": resumed: done"), d)
+		s.Contains(d, "- "+text.UTC(resumed)+": paused → closed by `bob`: resumed: done")
+		s.Contains(d, "courier destination pause legacy")
+	})
+	s.run()
+}
+
+// details are the gate's current details, as the web UI reads them, checked
+// to fit its panel.
+func (s *GateSuite) details() string {
+	v, err := s.env.QueryWorkflow("__temporal_workflow_metadata")
+	s.Require().NoError(err)
+	var meta sdkpb.WorkflowMetadata
+	s.Require().NoError(v.Get(&meta))
+	s.Empty(texttest.WideFenced(meta.GetCurrentDetails()))
+	return meta.GetCurrentDetails()
 }
 
 // TestPauseByUnlistedNameIsRefused: with reviewers listed, a pause or resume
