@@ -28,9 +28,9 @@ func details(s DestinationState, namespace string) string {
 	var b strings.Builder
 	b.WriteString(headline(s))
 	b.WriteString("\n\n" + breakerLine(s.Breaker))
-	fmt.Fprintf(&b, "\n\n[deliveries held at %s](%s) · [deliveries parked at %s](%s)",
+	b.WriteString(fmt.Sprintf("\n\n[deliveries held at %s](%s) · [deliveries parked at %s](%s)",
 		name, workflows.UIListPath(namespace, workflows.HeldQuery(s.Name)),
-		name, workflows.UIListPath(namespace, workflows.ParkedQuery(s.Name)))
+		name, workflows.UIListPath(namespace, workflows.ParkedQuery(s.Name))))
 	switch s.State {
 	case Paused:
 		b.WriteString("\n\nTo resume it, which also closes its breaker if open and releases every delivery held here:\n\n" +
@@ -52,12 +52,13 @@ func details(s DestinationState, namespace string) string {
 	}
 	if n := len(s.Transitions); n > 0 {
 		b.WriteString("\n\n**Transitions**, newest last\n")
-		if from := max(0, n-detailTransitions); from > 0 {
-			fmt.Fprintf(&b, "\n- … %d earlier", from)
+		from := max(0, n-detailTransitions)
+		if from > 0 {
+			b.WriteString(fmt.Sprintf("\n- … %d earlier", from))
 		}
-		for _, t := range s.Transitions[max(0, n-detailTransitions):] {
-			fmt.Fprintf(&b, "\n- %s: %s → %s by %s: %s", text.UTC(t.At), stateName(t.From), stateName(t.To),
-				text.Code(t.By), text.Markdown(t.Why))
+		for _, t := range s.Transitions[from:] {
+			b.WriteString(fmt.Sprintf("\n- %s: %s → %s by %s: %s", text.UTC(t.At), stateName(t.From), stateName(t.To),
+				text.Code(t.By), text.Markdown(t.Why)))
 		}
 	}
 	b.WriteString("\n\nThe full record: Queries → `" + QueryState + "`.")
