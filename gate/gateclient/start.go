@@ -5,6 +5,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/abde64c9/courier/gate"
+	"github.com/abde64c9/courier/internal/text"
 	"github.com/abde64c9/courier/workflows"
 )
 
@@ -18,5 +19,7 @@ func StartOptions(dest string) client.StartWorkflowOptions {
 		// A stopped run must not keep its destination from a gate.
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		StaticSummary:         "gate of destination " + dest,
+		StaticDetails: "Holds every attempt to " + text.Markdown(dest) + " back, for every worker, while an operator " +
+			"pauses it or its circuit breaker is open. Its current details say which, and how to change it.",
 	}
 }
