@@ -8,7 +8,6 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/suite"
-	sdkpb "go.temporal.io/api/sdk/v1"
 	"go.temporal.io/sdk/converter"
 	sdktest "go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
@@ -17,7 +16,7 @@ import (
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/gate"
 	"github.com/abde64c9/courier/internal/text"
-	"github.com/abde64c9/courier/internal/text/texttest"
+	"github.com/abde64c9/courier/internal/wftest"
 )
 
 // GateSuite drives a destination's gate workflow in the test environment:
@@ -160,7 +159,7 @@ func (s *GateSuite) TestPauseAndResume() {
 func (s *GateSuite) TestDetailsFollowTheGate() {
 	var until, resumed time.Time
 	s.at(time.Second, func() {
-		d := s.details()
+		d := wftest.CurrentDetails(s.T(), s.env)
 		s.True(strings.HasPrefix(d, "**closed**: attempts go to legacy"), d)
 		s.Contains(d, "courier destination pause legacy \\\n")
 		until = s.env.Now().Add(time.Hour)
@@ -168,7 +167,7 @@ func (s *GateSuite) TestDetailsFollowTheGate() {
 			func(_ any, err error) { s.NoError(err) })
 	})
 	s.at(2*time.Second, func() {
-		d := s.details()
+		d := wftest.CurrentDetails(s.T(), s.env)
 		s.True(strings.HasPrefix(d, "**paused**: \\[INC-7\\](http://x) · by `alice` since "), d)
 		s.Contains(d, ", until "+text.UTC(until)+"; no attempt is sent to legacy")
 		s.Contains(d, "courier destination resume legacy \\\n  --by <YOUR-NAME> \\\n")
@@ -176,23 +175,12 @@ func (s *GateSuite) TestDetailsFollowTheGate() {
 		s.update(gate.UpdateResume, "r", gate.ResumeRequest{By: "bob", Note: "done"}, func(_ any, err error) { s.NoError(err) })
 	})
 	s.at(time.Minute, func() {
-		d := s.details()
+		d := wftest.CurrentDetails(s.T(), s.env)
 		s.True(strings.HasPrefix(d, "**closed**: attempts go to legacy · by `bob` since "+text.UTC(resumed)+": resumed: done"), d)
 		s.Contains(d, "- "+text.UTC(resumed)+": paused → closed by `bob`: resumed: done")
 		s.Contains(d, "courier destination pause legacy")
 	})
 	s.run()
-}
-
-// details are the gate's current details, as the web UI reads them, checked
-// to fit its panel.
-func (s *GateSuite) details() string {
-	v, err := s.env.QueryWorkflow("__temporal_workflow_metadata")
-	s.Require().NoError(err)
-	var meta sdkpb.WorkflowMetadata
-	s.Require().NoError(v.Get(&meta))
-	s.Empty(texttest.WideFenced(meta.GetCurrentDetails()))
-	return meta.GetCurrentDetails()
 }
 
 // TestPauseByUnlistedNameIsRefused: with reviewers listed, a pause or resume

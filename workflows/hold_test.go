@@ -4,14 +4,13 @@ import (
 	"fmt"
 	"time"
 
-	sdkpb "go.temporal.io/api/sdk/v1"
 	"go.temporal.io/sdk/interceptor"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
-	"github.com/abde64c9/courier/internal/text/texttest"
+	"github.com/abde64c9/courier/internal/wftest"
 	"github.com/abde64c9/courier/workflows"
 )
 
@@ -35,7 +34,7 @@ func (s *TermsSuite) TestHeldLooksAreNotAttempts() {
 		Receipt: &activities.Receipt{ResourceID: "ticket-1"}}, nil)
 	resume := "```\ncourier destination resume helpdesk \\\n  --by <YOUR-NAME> \\\n  --note \"why\"\n```"
 	s.env.RegisterDelayedCallback(func() {
-		d := s.details()
+		d := wftest.CurrentDetails(s.T(), s.env)
 		s.Contains(d, "**paused**: partner maintenance (paused by alice)")
 		s.Contains(d, "[helpdesk's gate](/namespaces/default-test-namespace/workflows/destination-helpdesk)")
 		s.Contains(d, "helpdesk is paused until an operator resumes it")
@@ -43,7 +42,7 @@ func (s *TermsSuite) TestHeldLooksAreNotAttempts() {
 		s.env.SignalWorkflow(workflows.SignalRelease, nil)
 	}, time.Minute)
 	s.env.RegisterDelayedCallback(func() {
-		d := s.details()
+		d := wftest.CurrentDetails(s.T(), s.env)
 		s.Contains(d, "**circuit open**")
 		s.Contains(d, "Its breaker lets one probe attempt through at "+start.Add(3*time.Minute).UTC().Format(time.DateTime)+" UTC")
 		s.Contains(d, resume)
@@ -57,16 +56,6 @@ func (s *TermsSuite) TestHeldLooksAreNotAttempts() {
 		fmt.Sprintf("attempt 1 of %d → helpdesk (dedup key), released by its gate", budget),
 		fmt.Sprintf("look at helpdesk's gate; attempt 1 of %d if it admits", budget),
 	}, summaries)
-}
-
-// details are the delivery's current details, checked to fit the panel.
-func (s *TermsSuite) details() string {
-	v, err := s.env.QueryWorkflow("__temporal_workflow_metadata")
-	s.Require().NoError(err)
-	var meta sdkpb.WorkflowMetadata
-	s.Require().NoError(v.Get(&meta))
-	s.Empty(texttest.WideFenced(meta.GetCurrentDetails()))
-	return meta.GetCurrentDetails()
 }
 
 // attemptSummaries keeps the summary of every Attempt activity the

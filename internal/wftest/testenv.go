@@ -2,8 +2,10 @@ package wftest
 
 import (
 	"github.com/stretchr/testify/require"
+	sdkpb "go.temporal.io/api/sdk/v1"
 	sdktest "go.temporal.io/sdk/testsuite"
 
+	"github.com/abde64c9/courier/internal/text/texttest"
 	"github.com/abde64c9/courier/workflows"
 )
 
@@ -15,6 +17,18 @@ func QueryStatus(env *sdktest.TestWorkflowEnvironment) (workflows.DeliveryStatus
 		return st, err
 	}
 	return st, v.Get(&st)
+}
+
+// CurrentDetails are the web UI's current details of env's workflow, as the
+// UI reads them (the SDK's metadata query); it fails t if a line of their
+// code blocks would be cut in the UI's details panel.
+func CurrentDetails(t require.TestingT, env *sdktest.TestWorkflowEnvironment) string {
+	v, err := env.QueryWorkflow("__temporal_workflow_metadata")
+	require.NoError(t, err)
+	var meta sdkpb.WorkflowMetadata
+	require.NoError(t, v.Get(&meta))
+	require.Empty(t, texttest.WideFenced(meta.GetCurrentDetails()), "code block lines over %d characters", texttest.FenceWidth)
+	return meta.GetCurrentDetails()
 }
 
 // Execute runs the delivery of in to its end in env and returns its result:
