@@ -187,12 +187,12 @@ func (d *delivery) heldHelp() string {
 		UIWorkflowPath(d.namespace, GateIDPrefix+d.in.Destination), dest, UIListPath(d.namespace, HeldQuery(d.in.Destination)))
 	switch {
 	case h.State == string(StatePaused) && !h.Until.IsZero():
-		s += fmt.Sprintf("%s is paused until %s. To resume it sooner, which releases every delivery held there:", dest, text.UTC(h.Until))
+		s += fmt.Sprintf("%s is paused until %s, then resumes by itself. Resume it sooner, which releases every delivery held there, with:", dest, text.UTC(h.Until))
 	case h.State == string(StatePaused):
 		s += fmt.Sprintf("%s is paused until an operator resumes it, which releases every delivery held there:", dest)
 	case !h.Until.IsZero():
 		s += fmt.Sprintf("Its breaker lets one probe attempt through at %s; if %s answers, the breaker closes and releases "+
-			"every delivery held there. If you know %s is back, the same resume closes the breaker at once:", text.UTC(h.Until), dest, dest)
+			"every delivery held there. If you know %s is back, resuming it closes the breaker at once:", text.UTC(h.Until), dest, dest)
 	default:
 		s += "Its breaker lets no probe through until an operator resumes it, which closes the breaker and releases every delivery held there:"
 	}

@@ -73,7 +73,7 @@ func TestHeldPausedDetails(t *testing.T) {
 	require.NotContains(t, md, "courier review")
 
 	d.held.Until = time.Date(2026, 3, 1, 11, 0, 0, 0, time.UTC)
-	require.Contains(t, d.details(), "crm is paused until 2026-03-01 11:00:00 UTC. To resume it sooner")
+	require.Contains(t, d.details(), "crm is paused until 2026-03-01 11:00:00 UTC, then resumes by itself. Resume it sooner, which releases every delivery held there, with:")
 }
 
 func TestHeldCircuitOpenDetails(t *testing.T) {
@@ -85,7 +85,7 @@ func TestHeldCircuitOpenDetails(t *testing.T) {
 	fits(t, md)
 	require.True(t, strings.HasPrefix(md, "**circuit open**: circuit open after 3 consecutive failures"), md)
 	require.Contains(t, md, "Its breaker lets one probe attempt through at 2026-03-01 09:05:30 UTC; if crm answers, "+
-		"the breaker closes and releases every delivery held there. If you know crm is back, the same resume closes the breaker at once:")
+		"the breaker closes and releases every delivery held there. If you know crm is back, resuming it closes the breaker at once:")
 	require.Contains(t, md, "courier destination resume crm \\\n  --by <YOUR-NAME> \\\n  --note \"why\"")
 
 	// Its gate stopped: no probe until an operator resumes it.
