@@ -265,6 +265,9 @@ func checkFree(port int, flag, what string) error {
 
 func (s *Stack) hostPort() string { return net.JoinHostPort(host, strconv.Itoa(s.o.Port)) }
 
+// Address is the server's frontend, as TEMPORAL_ADDRESS takes it.
+func (s *Stack) Address() string { return s.hostPort() }
+
 // Client is a Temporal client of the stack's server.
 func (s *Stack) Client() client.Client { return s.lab.Temporal.Client() }
 

@@ -61,7 +61,7 @@ func details(s DestinationState, namespace string) string {
 				text.Code(t.By), text.Markdown(t.Why)))
 		}
 	}
-	b.WriteString("\n\nThe full record: Queries → `" + QueryState + "`.")
+	b.WriteString("\n\nThe full record: Queries → `" + QueryState + "`." + text.DetailsEnd)
 	return b.String()
 }
 

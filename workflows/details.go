@@ -103,7 +103,7 @@ func (d *delivery) details() string {
 		}
 	}
 	if d.waiting() {
-		b.WriteString("\n\n**Evidence**\n\n" + text.Fence(d.res.Review.Evidence))
+		b.WriteString("\n\n**Evidence**\n\n" + text.Fence(text.Wrap(d.res.Review.Evidence, text.FenceWidth)))
 		b.WriteString("\n\nCheck the destination for the effect, then decide one of:\n\n" + text.Fence(ReviewCommands(d.res.Key)))
 		b.WriteString("\n\nor here: More Actions → **Send an Update** (not Send a Signal: the update refuses a bad decision " +
 			"and says why, a signal is ignored silently), name `review`, with:\n\n" + text.Fence(reviewTemplate) +
@@ -125,9 +125,7 @@ func (d *delivery) details() string {
 			b.WriteString(fmt.Sprintf("\n\nIgnored %d decision(s); the last (%s): %s", r.Ignored, via(rec), text.Code(rec.Reason)))
 		}
 	}
-	// Last, where the web UI's details frame may cut it off: it sizes the
-	// frame without the last block's margin.
-	b.WriteString("\n\nThe full record: Queries → `status`.")
+	b.WriteString("\n\nThe full record: Queries → `status`." + text.DetailsEnd)
 	return b.String()
 }
 

@@ -42,7 +42,7 @@ func fits(t *testing.T, md string) {
 func TestParkedDetails(t *testing.T) {
 	d := detailed()
 	d.state, d.reason = StateAwaitingReview, "attempt 1 lost its response; crm (dedup none) cannot tell whether it applied"
-	d.res.Review = &Review{Evidence: "attempt 1: unknown_outcome (lost)"}
+	d.res.Review = &Review{Evidence: "attempt 1: unknown_outcome (connection closed after the request was written: EOF); https://partner.example/api/v2/tickets?customer=acme&order=order-7 answered nothing"}
 	md := d.details()
 	fits(t, md)
 	key := d.res.Key

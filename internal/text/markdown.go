@@ -61,3 +61,48 @@ func Markdown(s string) string {
 func oneLine(s string) string {
 	return strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(s)
 }
+
+// FenceWidth is the widest line of a fenced code block that shows whole in
+// the web UI's details panel (about 560 px at its narrowest): the UI does
+// not wrap code blocks.
+const FenceWidth = 60
+
+// Wrap breaks each line of s at spaces into lines of at most width
+// characters, and a word longer than width into pieces of width: for text
+// a code block quotes whole (an attempt's evidence), which the web UI
+// would otherwise cut at the panel's edge.
+func Wrap(s string, width int) string {
+	var out []string
+	for _, line := range strings.Split(s, "\n") {
+		var cur []rune
+		flush := func() {
+			out = append(out, strings.TrimRight(string(cur), " "))
+			cur = cur[:0]
+		}
+		for i, word := range strings.Split(line, " ") {
+			w := []rune(word)
+			if i > 0 {
+				if len(cur)+1+len(w) > width && len(cur) > 0 {
+					flush()
+				} else {
+					cur = append(cur, ' ')
+				}
+			}
+			for len(cur)+len(w) > width {
+				n := width - len(cur)
+				cur = append(cur, w[:n]...)
+				w = w[n:]
+				flush()
+			}
+			cur = append(cur, w...)
+		}
+		flush()
+	}
+	return strings.Join(out, "\n")
+}
+
+// DetailsEnd ends details the web UI shows in a frame: the UI sizes the
+// frame to its body's height, which leaves out the first block's top
+// margin, so the last lines would be cut. A last line holding only a
+// no-break space (the UI shows an entity as typed) takes the cut.
+const DetailsEnd = "\n\n\u00a0"

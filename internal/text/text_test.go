@@ -43,3 +43,19 @@ func TestUTC(t *testing.T) {
 		t.Errorf("UTC = %q", got)
 	}
 }
+
+func TestWrap(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"", ""},
+		{"short line", "short line"},
+		{"one two three four", "one two\nthree four"},
+		{"abcdefghijklmnop", "abcdefghij\nklmnop"},
+		{"x abcdefghijklmnop", "x\nabcdefghij\nklmnop"},
+		{"first line\nsecond", "first line\nsecond"},
+		{"éééééééééééé", "éééééééééé\néé"},
+	} {
+		if got := Wrap(c.in, 10); got != c.want {
+			t.Errorf("Wrap(%q, 10) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}

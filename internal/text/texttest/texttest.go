@@ -5,12 +5,12 @@ package texttest
 import (
 	"strings"
 	"unicode/utf8"
+
+	"github.com/abde64c9/courier/internal/text"
 )
 
-// FenceWidth is the widest line of a fenced code block that shows whole in
-// the web UI's details panel (about 560 px at its narrowest): the UI does
-// not wrap code blocks.
-const FenceWidth = 60
+// FenceWidth is text.FenceWidth, for the tests' messages.
+const FenceWidth = text.FenceWidth
 
 // WideFenced are the lines of md's fenced code blocks wider than
 // FenceWidth characters.
