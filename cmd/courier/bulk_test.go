@@ -42,10 +42,16 @@ type bulkLab struct {
 
 func (b *bulkLab) run(args ...string) result {
 	b.t.Helper()
+	return b.runWith(nil, args...)
+}
+
+// runWith runs courier with env added to the stack's (a later entry wins).
+func (b *bulkLab) runWith(env []string, args ...string) result {
+	b.t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, b.courier, args...)
-	cmd.Env = b.st.Temporal.Env(os.Environ())
+	cmd.Env = append(b.st.Temporal.Env(os.Environ()), env...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()

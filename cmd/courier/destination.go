@@ -225,11 +225,15 @@ func printDesk(stdout, stderr io.Writer, desk []gateclient.Status) error {
 		}
 		used += w + pad
 	}
-	// text.Excerpt cuts bytes and adds one rune: at most budget runes.
-	budget := max(deskWidth-used, deskMinWhy) - 1
+	room := max(deskWidth-used, deskMinWhy)
 	tw := tabwriter.NewWriter(stdout, 0, 4, pad, ' ', 0)
 	for i, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\n", strings.Join(r, "\t"), text.Excerpt(whys[i], budget))
+		why := whys[i]
+		if utf8.RuneCountInString(why) > room {
+			// Excerpt cuts bytes, and adds one rune.
+			why = text.Excerpt(why, room-1)
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", strings.Join(r, "\t"), why)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -68,6 +68,22 @@ func TestPrintDeskFitsTheTerminal(t *testing.T) {
 	require.Regexp(t, `^helpdesk\s+key\s+closed\s+-\s+closed 1/5\s+0\s+0\s+1\s+-$`, lines[2])
 	require.Regexp(t, `^ledger\s+unique-commit\s+closed\s+-\s+closed\s+0\s+0\s+0\s+-$`, lines[3])
 	require.Regexp(t, `^retired\s+not configured\s+open\s+03-04 05:06\s+open 5\s+0\s+0\s+0\s+-$`, lines[4])
+
+	// A why that just fits is whole.
+	desk := []gateclient.Status{{DestinationState: gate.DestinationState{Name: "crm", State: gate.Paused, Since: since,
+		Breaker: gate.Breaker{State: gate.Closed}, Transitions: []gate.Transition{{By: "alice", Why: "-"}}}}}
+	out.Reset()
+	require.NoError(t, printDesk(&out, &errs, desk))
+	room := deskWidth - strings.Index(out.String(), "WHY")
+	fits := strings.Repeat("x", room-len(" (alice)"))
+	desk[0].Transitions[0].Why = fits
+	out.Reset()
+	require.NoError(t, printDesk(&out, &errs, desk))
+	require.Contains(t, out.String(), " "+fits+" (alice)\n")
+	desk[0].Transitions[0].Why += "x"
+	out.Reset()
+	require.NoError(t, printDesk(&out, &errs, desk))
+	require.Contains(t, out.String(), " "+fits+"x (alic…\n", "one more is cut, to fit with its ellipsis")
 }
 
 // TestDestinationStatusWithoutAFileHints: with no destinations file, the
