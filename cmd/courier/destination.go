@@ -121,13 +121,14 @@ func destinationStatusCommand() *cobra.Command {
 		Long: `Lists every destination in the destinations file (--destinations, else
 $COURIER_DESTINATIONS: the file the workers read) and every one that has a gate, or NAME
 alone: its dedup kind; its gate's state (closed, open, half_open, paused), since when, and
-why with who; its breaker (state, and consecutive failures); and how many running
-deliveries wait at it: PARKED for a review (awaiting_review), HELD by its gate (paused or
+why with who; its breaker (state, and consecutive failures of those that open it, as in
+"closed 1/5"); and how many running deliveries wait at it: PARKED for a review (awaiting_review), HELD by its gate (paused or
 circuit_open), RETRYING for their next attempt (retry_wait). The counts come from
 Temporal's visibility, a moment behind. A destination that has a gate but is not in the
 file is marked "not configured". Without a file, only the destinations that have a gate
-(paused once, or whose breaker tripped once) are listed. --json prints the same with each
-gate's transitions and latest attempts.
+(paused once, or whose breaker tripped once) are listed; a file that does not load is
+refused. The table fits 120 columns, cutting a long why; --json prints the same, whole,
+with each gate's transitions and latest attempts.
 A gate whose workflow was terminated or canceled while paused (or its breaker open) still
 holds its destination, shown as "paused (gate terminated)": resume clears it, pause
 restores it, each starting a new gate.`,
