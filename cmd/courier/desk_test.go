@@ -83,24 +83,16 @@ func equalRows(a, b []deskRow) bool {
 // marks crm's gate not configured; with no file it lists the gates, and
 // says how to list the rest.
 func TestDestinationDesk(t *testing.T) {
-	ctx, courier := lab.RealTest(t, 10*time.Minute)
-	st, err := lab.Start(ctx, lab.Options{
-		Courier: courier, Workers: 1, WorkerArgs: []string{"--log-level", "error"},
-		Destinations: func(url, dir string) (destinations.Config, error) {
-			cfg := lab.Destinations(url, filepath.Join(dir, lab.LedgerDB), lab.OutageBudget)
-			// A 503 at helpdesk waits an hour for the next attempt, well
-			// past the test, and counts toward a breaker that opens at 5.
-			h := cfg.Destinations[lab.DestHelpdesk]
-			h.Contract.Retry.InitialInterval, h.Contract.Retry.MaxInterval = contract.Duration(time.Hour), contract.Duration(time.Hour)
-			h.Contract.Retry.Deadline = contract.Duration(3 * time.Hour)
-			h.Contract.Breaker = &contract.Breaker{Failures: 5, Window: contract.Duration(time.Hour), CoolDown: contract.Duration(time.Minute)}
-			cfg.Destinations[lab.DestHelpdesk] = h
-			return cfg, nil
-		},
+	// A 503 at helpdesk waits an hour for the next attempt, well past the
+	// test, and counts toward a breaker that opens at 5.
+	b := startLab(t, 10*time.Minute, func(cfg *destinations.Config) {
+		h := cfg.Destinations[lab.DestHelpdesk]
+		h.Contract.Retry.InitialInterval, h.Contract.Retry.MaxInterval = contract.Duration(time.Hour), contract.Duration(time.Hour)
+		h.Contract.Retry.Deadline = contract.Duration(3 * time.Hour)
+		h.Contract.Breaker = &contract.Breaker{Failures: 5, Window: contract.Duration(time.Hour), CoolDown: contract.Duration(time.Minute)}
+		cfg.Destinations[lab.DestHelpdesk] = h
 	})
-	require.NoError(t, err)
-	defer func() { require.NoError(t, st.Close()) }()
-	b := &bulkLab{t: t, ctx: ctx, courier: courier, st: st}
+	ctx, st := b.ctx, b.st
 
 	// Parked at legacy; the helpdesk delivery created beside it waits for
 	// nothing and is counted nowhere.
