@@ -122,13 +122,13 @@ func destinationStatusCommand() *cobra.Command {
 $COURIER_DESTINATIONS: the file the workers read) and every one that has a gate, or NAME
 alone: its dedup kind; its gate's state (closed, open, half_open, paused), since when, and
 why with who; its breaker (state, and consecutive failures of those that open it, as in
-"closed 1/5"); and how many running deliveries wait at it: PARKED for a review (awaiting_review), HELD by its gate (paused or
-circuit_open), RETRYING for their next attempt (retry_wait). The counts come from
-Temporal's visibility, a moment behind. A destination that has a gate but is not in the
-file is marked "not configured". Without a file, only the destinations that have a gate
-(paused once, or whose breaker tripped once) are listed; a file that does not load is
-refused. The table fits 120 columns, cutting a long why; --json prints the same, whole,
-with each gate's transitions and latest attempts.
+"closed 1/5"); and how many running deliveries wait at it: PARKED for a review
+(awaiting_review), HELD by its gate (paused or circuit_open), RETRYING for their next
+attempt (retry_wait). The counts come from Temporal's visibility, a moment behind. A
+destination that has a gate but is not in the file is marked "not configured". Without a
+file, only the destinations that have a gate (paused once, or whose breaker tripped once)
+are listed; a file that does not load is refused. The table fits 120 columns, cutting a
+long why; --json prints the same, whole, with each gate's transitions and latest attempts.
 A gate whose workflow was terminated or canceled while paused (or its breaker open) still
 holds its destination, shown as "paused (gate terminated)": resume clears it, pause
 restores it, each starting a new gate.`,
@@ -169,7 +169,8 @@ restores it, each starting a new gate.`,
 }
 
 // deskWidth is the terminal width the table fits: the why of each
-// destination is cut to what the other columns leave of it.
+// destination is cut to what the other columns leave of it, but never
+// below deskMinWhy, however long the names.
 const (
 	deskWidth  = 120
 	deskMinWhy = 20
