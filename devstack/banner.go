@@ -76,6 +76,7 @@ func (s *Stack) Banner() string {
 	p("Try it in another terminal:")
 	p("")
 	p("  export TEMPORAL_ADDRESS=%s", s.hostPort())
+	p("  export COURIER_DESTINATIONS=%s   # the dev worker's destinations file", s.destinationsPath())
 	p("")
 	p("  # 1. One ticket, asked for twice: created, then duplicate (the same receipt)")
 	p("  %s", deliver(dup, "Printer on fire"))
@@ -88,6 +89,7 @@ func (s *Stack) Banner() string {
 	p("")
 	p("  # 3. It waits for a person: here, and in the web UI (Awaiting review, above)")
 	p("  %s list --state %s", c, workflows.StateAwaitingReview)
+	p("  %s destination status   # every destination: its gate, and what waits at it (legacy: 1 parked)", c)
 	p("  curl -s '%s/admin/records?destination=legacy'   # the ticket is there: note its id", s.SandboxURL())
 	p("  %s review %s --decision delivered --reviewer you --resource-id ticket-N --note 'found in legacy'",
 		c, opkey.Key(unk))
@@ -104,6 +106,15 @@ func (s *Stack) Banner() string {
 	}
 	p("")
 	return b.String()
+}
+
+// destinationsPath is the dev worker's destinations file, absolute so that
+// the export works from any folder.
+func (s *Stack) destinationsPath() string {
+	if abs, err := filepath.Abs(s.lab.ConfigPath); err == nil {
+		return abs
+	}
+	return s.lab.ConfigPath
 }
 
 // guessCommand is how a user in this directory runs courier: the installed

@@ -5,7 +5,10 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -17,6 +20,7 @@ import (
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/devserver"
 	"github.com/abde64c9/courier/devstack"
+	"github.com/abde64c9/courier/gate/gateclient"
 	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/workflows"
@@ -82,9 +86,10 @@ func TestStackKeepsDeliveriesAcrossRestarts(t *testing.T) {
 	require.Equal(t, s.UIURL()+"/namespaces/default/workflows?query=CourierState%3D%22awaiting_review%22", awaiting)
 	for _, want := range []string{
 		s.UIURL(), awaiting, s.DeliveriesURL(), s.SandboxURL(), s.MetricsURL(), "export TEMPORAL_ADDRESS=127.0.0.1:",
+		"export COURIER_DESTINATIONS=" + filepath.Join(o.Dir, lab.DestinationsFile) + " ",
 		"courier deliver --destination helpdesk", s.SandboxURL() + "/admin/faults",
 		`"fault": "close_after_commit"`, "courier deliver --destination legacy",
-		"courier list --state awaiting_review", "courier review ",
+		"courier list --state awaiting_review", "courier destination status ", "courier review ",
 	} {
 		require.Contains(t, banner, want)
 	}
@@ -108,6 +113,7 @@ func TestStackKeepsDeliveriesAcrossRestarts(t *testing.T) {
 
 	first, parked, err := lab.CreatedAndParked(ctx, starter.New(s.Client()), s.Sandbox(), [2]string{"persist-1", "persist-2"})
 	require.NoError(t, err)
+	deskFromBanner(t, courier, banner)
 
 	require.NoError(t, s.Stop())
 	stopped = true
@@ -149,4 +155,40 @@ func TestStackKeepsDeliveriesAcrossRestarts(t *testing.T) {
 
 	require.NoError(t, s.Stop())
 	stopped = true
+}
+
+// deskFromBanner runs the banner's `courier destination status` with its
+// exports, until it lists every dev destination and legacy's parked
+// delivery (visibility catches up a moment later).
+func deskFromBanner(t *testing.T, courier, banner string) {
+	t.Helper()
+	var env []string
+	for _, m := range regexp.MustCompile(`(?m)^\s*export (\w+=\S+)`).FindAllStringSubmatch(banner, -1) {
+		env = append(env, m[1])
+	}
+	require.Len(t, env, 2, "TEMPORAL_ADDRESS and COURIER_DESTINATIONS")
+	cfg, err := destinations.Load(strings.TrimPrefix(env[1], "COURIER_DESTINATIONS="))
+	require.NoError(t, err, "the exported file is the worker's")
+	var out []byte
+	var parked int64
+	require.Eventually(t, func() bool {
+		cmd := exec.Command(courier, "destination", "status", "--json")
+		cmd.Env = append(os.Environ(), env...)
+		var err error
+		if out, err = cmd.Output(); err != nil {
+			return false
+		}
+		var desk []gateclient.Status
+		if json.Unmarshal(out, &desk) != nil {
+			return false
+		}
+		var names []string
+		for _, d := range desk {
+			names = append(names, d.Name)
+			if d.Name == lab.DestLegacy {
+				parked = d.Parked
+			}
+		}
+		return slices.Equal(names, cfg.Names()) && parked == 1
+	}, 30*time.Second, 250*time.Millisecond, "courier destination status: %s", out)
 }

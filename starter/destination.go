@@ -3,6 +3,7 @@ package starter
 import (
 	"context"
 
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/gate"
 	"github.com/abde64c9/courier/gate/gateclient"
 )
@@ -32,4 +33,10 @@ func (s *Client) Destination(ctx context.Context, dest string) (gateclient.Statu
 // gateclient.Operator.List.
 func (s *Client) Destinations(ctx context.Context) ([]string, error) {
 	return s.gates().List(ctx)
+}
+
+// Desk reads the status of the named destinations, or of every one cfg
+// configures and every one with a gate; see gateclient.Operator.Desk.
+func (s *Client) Desk(ctx context.Context, cfg *destinations.Config, names ...string) ([]gateclient.Status, error) {
+	return s.gates().Desk(ctx, cfg, names...)
 }

@@ -31,11 +31,12 @@ type Delivery struct {
 }
 
 // ListStates are the states a listing can filter on: CourierState is
-// published when a delivery starts (delivering), is held at its
-// destination (paused, circuit_open), parks (awaiting_review) and finishes
-// (its status). Retry waits and lookups show as delivering.
+// published when a delivery starts (delivering), waits for its next
+// attempt (retry_wait), is held at its destination (paused, circuit_open),
+// parks (awaiting_review) and finishes (its status). Lookups show as
+// delivering.
 var ListStates = []string{
-	string(workflows.StateDelivering), string(workflows.StatePaused), string(workflows.StateCircuitOpen),
+	string(workflows.StateDelivering), string(workflows.StateRetryWait), string(workflows.StatePaused), string(workflows.StateCircuitOpen),
 	string(workflows.StateAwaitingReview),
 	string(workflows.StatusCreated), string(workflows.StatusDuplicate), string(workflows.StatusConflict),
 	string(workflows.StatusRejected), string(workflows.StatusAttemptLimit),
@@ -44,7 +45,7 @@ var ListStates = []string{
 
 // waitingStates are the ListStates of running deliveries.
 var waitingStates = []string{
-	string(workflows.StateDelivering), string(workflows.StatePaused), string(workflows.StateCircuitOpen),
+	string(workflows.StateDelivering), string(workflows.StateRetryWait), string(workflows.StatePaused), string(workflows.StateCircuitOpen),
 	string(workflows.StateAwaitingReview),
 }
 

@@ -149,7 +149,7 @@ func TestListByState(t *testing.T) {
 	_, err = s.List(ctx, starter.ListOptions{State: "waiting"})
 	var invalid *starter.InvalidRequestError
 	require.ErrorAs(t, err, &invalid)
-	require.ErrorContains(t, err, `state "waiting" unknown; use one of delivering, paused, circuit_open, awaiting_review`)
+	require.ErrorContains(t, err, `state "waiting" unknown; use one of delivering, retry_wait, paused, circuit_open, awaiting_review`)
 }
 
 func TestListQuery(t *testing.T) {

@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -79,14 +78,6 @@ func (m *Metrics) HTTPHandler() http.Handler { return m.http }
 // Close flushes the last values.
 func (m *Metrics) Close() error { return m.scope.Close() }
 
-// awaitingReviewQuery counts one destination's parked deliveries.
-func awaitingReviewQuery(destination string) string {
-	return fmt.Sprintf("WorkflowType = %q AND ExecutionStatus = 'Running' AND %s = %q AND %s = %q",
-		workflows.WorkflowType,
-		workflows.SAState.GetName(), string(workflows.StateAwaitingReview),
-		workflows.SADestination.GetName(), destination)
-}
-
 // watchAwaitingReview keeps the awaiting-review gauge current until ctx is
 // done. The count comes from the visibility store, not from events this
 // process saw: a parked delivery may have been parked by another worker, or
@@ -106,7 +97,7 @@ func watchAwaitingReview(ctx context.Context, c client.Client, namespace string,
 		for _, d := range destinations {
 			var resp *workflowservice.CountWorkflowExecutionsResponse
 			resp, err = c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{
-				Namespace: namespace, Query: awaitingReviewQuery(d),
+				Namespace: namespace, Query: workflows.ParkedQuery(d),
 			})
 			if err != nil {
 				break

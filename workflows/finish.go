@@ -34,9 +34,9 @@ func (d *delivery) setState(ctx workflow.Context, s State) {
 	workflow.SetCurrentDetails(ctx, d.details())
 }
 
-// upsertState publishes the state for visibility queries. Only parking and
-// finishing do it, to keep the happy path's history one event over a bare
-// one-activity workflow.
+// upsertState publishes the state for visibility queries. Only holds,
+// retry waits, parking and finishing do it, to keep the happy path's
+// history one event over a bare one-activity workflow.
 func (d *delivery) upsertState(ctx workflow.Context) error {
 	if err := workflow.UpsertTypedSearchAttributes(ctx, SAState.ValueSet(d.stateName())); err != nil {
 		return fmt.Errorf("upsert %s: %w", SAState.GetName(), err)

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"strings"
 
 	"go.temporal.io/sdk/temporal"
 )
@@ -107,12 +108,29 @@ func DeliverUpdateID(fingerprint string, epoch int) string {
 	return UpdateDeliverIDPrefix + fingerprint
 }
 
+// WaitingQuery is the visibility query for the running deliveries at a
+// destination in any of states: a run stopped while waiting keeps the
+// state it last published, so only a running one still waits.
+func WaitingQuery(dest string, states ...State) string {
+	quoted := make([]string, len(states))
+	for i, s := range states {
+		quoted[i] = fmt.Sprintf("%q", s)
+	}
+	return fmt.Sprintf(`WorkflowType = %q AND ExecutionStatus = "Running" AND %s = %q AND %s IN (%s)`,
+		WorkflowType, SADestination.GetName(), dest, SAState.GetName(), strings.Join(quoted, ", "))
+}
+
 // HeldQuery is the visibility query for the deliveries held at a
 // destination (paused, or its breaker open).
-func HeldQuery(dest string) string {
-	return fmt.Sprintf(`WorkflowType = %q AND ExecutionStatus = "Running" AND %s = %q AND %s IN (%q, %q)`,
-		WorkflowType, SADestination.GetName(), dest, SAState.GetName(), StatePaused, StateCircuitOpen)
-}
+func HeldQuery(dest string) string { return WaitingQuery(dest, StatePaused, StateCircuitOpen) }
+
+// ParkedQuery is the visibility query for the deliveries at a destination
+// awaiting review.
+func ParkedQuery(dest string) string { return WaitingQuery(dest, StateAwaitingReview) }
+
+// RetryingQuery is the visibility query for the deliveries at a
+// destination waiting for their next attempt.
+func RetryingQuery(dest string) string { return WaitingQuery(dest, StateRetryWait) }
 
 // ParkedQuery is the visibility query for the deliveries parked at a
 // destination, waiting for a review.

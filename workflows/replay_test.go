@@ -45,12 +45,14 @@ const historiesDir = "testdata/histories"
 // destinations file; deliveries that decide from the contract recorded with
 // their first attempt; deliveries their callers waited on with the deliver
 // update; deliveries that notify when they park, close their review timer
-// on a decision and fail when nothing was delivered.
+// on a decision and fail when nothing was delivered; deliveries that
+// publish retry_wait while they wait for their next attempt.
 const (
 	setConfigContract   = "config-contract"
 	setRecordedContract = "recorded-contract"
 	setDeliverUpdate    = "deliver-update"
 	setReviewDesk       = "review-desk"
+	setRetryState       = "retry-state"
 )
 
 // Sets of recorded gate histories: gates whose breaker came from reports;
@@ -72,7 +74,7 @@ const (
 )
 
 var (
-	deliverySets = []string{setConfigContract, setRecordedContract, setDeliverUpdate, setReviewDesk}
+	deliverySets = []string{setConfigContract, setRecordedContract, setDeliverUpdate, setReviewDesk, setRetryState}
 	gateSets     = []string{setGateReportedBreaker, setGateTerms, setGateMemo}
 	trustSets    = []string{setTrust, setPlaceholders}
 )

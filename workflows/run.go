@@ -138,13 +138,32 @@ func (d *delivery) run(ctx workflow.Context) (DeliveryResult, error) {
 				fmt.Sprintf("retry budget spent after %d attempts; last: %s: %s", n, out.Class, out.Error))
 		}
 		d.event(ctx, n, "retry_scheduled", "in "+wait.String())
-		d.setState(ctx, StateRetryWait)
-		// Summaries name what the history's timers and activities are for.
-		retry := workflow.TimerOptions{Summary: backoffSummary(wait, n, out)}
-		if err := workflow.NewTimerWithOptions(ctx, wait, retry).Get(ctx, nil); err != nil {
+		if err := d.retryWait(ctx, wait, backoffSummary(wait, n, out)); err != nil {
 			return DeliveryResult{}, err
 		}
 	}
+}
+
+// retryWait waits before the next attempt, in state retry_wait, which it
+// publishes for visibility queries while it waits (so an operator can
+// count the deliveries retrying at a destination) and takes back after.
+func (d *delivery) retryWait(ctx workflow.Context, wait time.Duration, summary string) error {
+	d.setState(ctx, StateRetryWait)
+	published := workflow.GetVersion(ctx, versionRetryState, workflow.DefaultVersion, 1) == 1
+	if published {
+		if err := d.upsertState(ctx); err != nil {
+			return err
+		}
+	}
+	// Summaries name what the history's timers and activities are for.
+	if err := workflow.NewTimerWithOptions(ctx, wait, workflow.TimerOptions{Summary: summary}).Get(ctx, nil); err != nil {
+		return err
+	}
+	if !published {
+		return nil
+	}
+	d.setState(ctx, StateDelivering)
+	return d.upsertState(ctx)
 }
 
 // refuses reports whether the invalid input err ends the delivery. Validate

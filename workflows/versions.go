@@ -41,3 +41,9 @@ const versionDerivedAttributes = "derived-attributes"
 // by signal; the update's validator refuses it before it is recorded.
 // Asked only for such a decision, so no other history carries it.
 const versionPlaceholders = "placeholders"
+
+// versionRetryState marks deliveries that publish retry_wait (CourierState)
+// while they wait for their next attempt, and delivering after; those
+// before it showed delivering throughout. Asked only when a retry is
+// scheduled, so the happy path writes no marker.
+const versionRetryState = "retry-state"

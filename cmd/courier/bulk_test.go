@@ -40,12 +40,39 @@ type bulkLab struct {
 	st      *lab.Stack
 }
 
+// startLab starts a lab stack with one `courier worker` process over the
+// lab's destinations, changed by edit, and builds the courier binary the
+// test runs against it; the stack stops when the test ends. Attempts are
+// long enough (OutageBudget) that a loaded machine still reaches the
+// sandbox: a first attempt meets only the fault a test staged.
+func startLab(t *testing.T, timeout time.Duration, edit func(*destinations.Config)) *bulkLab {
+	t.Helper()
+	ctx, courier := lab.RealTest(t, timeout)
+	st, err := lab.Start(ctx, lab.Options{
+		Courier: courier, Workers: 1, WorkerArgs: []string{"--log-level", "error"},
+		Destinations: func(url, dir string) (destinations.Config, error) {
+			cfg := lab.Destinations(url, filepath.Join(dir, lab.LedgerDB), lab.OutageBudget)
+			edit(&cfg)
+			return cfg, nil
+		},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, st.Close()) })
+	return &bulkLab{t: t, ctx: ctx, courier: courier, st: st}
+}
+
 func (b *bulkLab) run(args ...string) result {
+	b.t.Helper()
+	return b.runWith(nil, args...)
+}
+
+// runWith runs courier with env added to the stack's (a later entry wins).
+func (b *bulkLab) runWith(env []string, args ...string) result {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, b.courier, args...)
-	cmd.Env = b.st.Temporal.Env(os.Environ())
+	cmd.Env = append(b.st.Temporal.Env(os.Environ()), env...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
@@ -158,20 +185,8 @@ func bulkReport(t *testing.T, r result) starter.BulkReport {
 // a real worker process, and counts each delivery's decision from its own
 // status and each effect from the destination's store.
 func TestReviewAll(t *testing.T) {
-	ctx, courier := lab.RealTest(t, 15*time.Minute)
-	st, err := lab.Start(ctx, lab.Options{
-		Courier: courier, Workers: 1, WorkerArgs: []string{"--log-level", "error"},
-		// Attempts long enough that a loaded machine still reaches the
-		// service: each first attempt is the staged hang-up, nothing else.
-		Destinations: func(url, dir string) (destinations.Config, error) {
-			cfg := lab.Destinations(url, filepath.Join(dir, lab.LedgerDB), lab.OutageBudget)
-			cfg.Reviewers = []string{"ops", "bob"}
-			return cfg, nil
-		},
-	})
-	require.NoError(t, err)
-	defer func() { require.NoError(t, st.Close()) }()
-	b := &bulkLab{t: t, ctx: ctx, courier: courier, st: st}
+	b := startLab(t, 15*time.Minute, func(cfg *destinations.Config) { cfg.Reviewers = []string{"ops", "bob"} })
+	ctx, st := b.ctx, b.st
 
 	const n = 200
 	keys := b.park("bulk", n)

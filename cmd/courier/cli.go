@@ -65,6 +65,35 @@ func checkDestination(file, name string) (destinations.Config, error) {
 	return cfg, nil
 }
 
+// envDestinations names the workers' destinations file when a command's
+// --destinations is not given, so that one export serves the worker and
+// the operator's commands that read the same file.
+const envDestinations = "COURIER_DESTINATIONS"
+
+// destinationsFile is the destinations file a command reads: --destinations
+// (flag), else $COURIER_DESTINATIONS; from names which gave it, for
+// messages, and both are empty when neither did.
+func destinationsFile(flag string) (path, from string) {
+	if flag != "" {
+		return flag, "--destinations"
+	}
+	if v := os.Getenv(envDestinations); v != "" {
+		return v, envDestinations
+	}
+	return "", ""
+}
+
+// loadDestinations loads the destinations file from named, or says what is
+// wrong with it and how to go on.
+func loadDestinations(path, from string) (destinations.Config, error) {
+	cfg, err := destinations.Load(path)
+	if err != nil {
+		return cfg, fmt.Errorf("%w\nfix the file %s names, or point %s at the workers' destinations file; "+
+			"its format is under \"The destinations file\" in the README", err, from, from)
+	}
+	return cfg, nil
+}
+
 // startError maps what starter returns to an exit status.
 func startError(err error) error {
 	var invalid *starter.InvalidRequestError

@@ -487,7 +487,7 @@ func testMissingFlags(t *testing.T, c *cliRun) {
 		{[]string{"probe"}, "missing DESTINATION"},
 		{[]string{"probe", "helpdesk"}, "missing flag --destinations"},
 		{[]string{"deliver", "--bogus"}, "flag provided but not defined: -bogus"},
-		{[]string{"list", "--state", "waiting"}, `--state "waiting" unknown; use one of delivering, paused, circuit_open, awaiting_review, created`},
+		{[]string{"list", "--state", "waiting"}, `--state "waiting" unknown; use one of delivering, retry_wait, paused, circuit_open, awaiting_review, created`},
 	} {
 		r := c.courier(tc.args...)
 		require.Equal(t, cli.CodeUsage, r.code, "%v: %s", tc.args, r.stderr)

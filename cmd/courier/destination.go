@@ -5,15 +5,19 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/gate"
 	"github.com/abde64c9/courier/gate/gateclient"
 	"github.com/abde64c9/courier/internal/cli"
+	"github.com/abde64c9/courier/internal/text"
 	"github.com/abde64c9/courier/starter"
 )
 
@@ -110,74 +114,133 @@ terminated or canceled while paused or open is started again, resumed.`,
 
 func destinationStatusCommand() *cobra.Command {
 	var asJSON bool
+	var destinationsFlag string
 	c := &cobra.Command{
-		Use:   "status [NAME]",
-		Short: "print destinations' gates: state, since when, why, held deliveries, recent attempts",
-		Long: `Prints the gate of NAME, or of every destination that has one (paused once, or whose
-breaker tripped once): its state (closed, open, half_open, paused), since when and why,
-how many deliveries wait on it, and the classes of the latest attempts reported to it.
+		Use:   "status [NAME] [--destinations FILE] [--json]",
+		Short: "every destination: dedup, gate, breaker, and its parked, held and retrying deliveries",
+		Long: `Lists every destination in the destinations file (--destinations, else
+$COURIER_DESTINATIONS: the file the workers read) and every one that has a gate, or NAME
+alone: its dedup kind; its gate's state (closed, open, half_open, paused), since when, and
+why with who; its breaker (state, and consecutive failures of those that open it, as in
+"closed 1/5"); and how many running deliveries wait at it: PARKED for a review
+(awaiting_review), HELD by its gate (paused or circuit_open), RETRYING for their next
+attempt (retry_wait). The counts come from Temporal's visibility, a moment behind. A
+destination that has a gate but is not in the file is marked "not configured". Without a
+file, only the destinations that have a gate (paused once, or whose breaker tripped once)
+are listed; a file that does not load is refused. The table fits 120 columns, cutting a
+long why; --json prints the same, whole, with each gate's transitions and latest attempts.
 A gate whose workflow was terminated or canceled while paused (or its breaker open) still
 holds its destination, shown as "paused (gate terminated)": resume clears it, pause
 restores it, each starting a new gate.`,
-		Example:     "  courier destination status\n  courier destination status legacy --json",
+		Example: "  export COURIER_DESTINATIONS=destinations.json; courier destination status\n" +
+			"  courier destination status --destinations destinations.json --json\n" +
+			"  courier destination status legacy",
 		Args:        cobra.MaximumNArgs(1),
 		Annotations: cli.Exits(cli.BasicExits...),
 	}
+	c.Flags().StringVar(&destinationsFlag, "destinations", "", "the workers' destinations `file` (JSON); default $"+envDestinations)
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON instead of a table")
+	_ = c.MarkFlagFilename("destinations", "json")
 	c.RunE = func(c *cobra.Command, args []string) error {
+		var cfg *destinations.Config
+		if file, from := destinationsFile(destinationsFlag); file != "" {
+			loaded, err := loadDestinations(file, from)
+			if err != nil {
+				return cli.UsageError("%w", err)
+			}
+			cfg = &loaded
+		} else if len(args) == 0 {
+			fmt.Fprintf(c.ErrOrStderr(), "only destinations with a gate are listed; for every configured one: "+
+				"--destinations FILE, or export %s=FILE (the workers' destinations file)\n", envDestinations)
+		}
 		ctx := c.Context()
 		return withStarter(ctx, func(s *starter.Client) error {
-			names := args
-			if len(names) == 0 {
-				var err error
-				if names, err = s.Destinations(ctx); err != nil {
-					return err
-				}
-			}
-			out := make([]gateclient.Status, 0, len(names))
-			for _, n := range names {
-				st, err := s.Destination(ctx, n)
-				if err != nil {
-					return err
-				}
-				out = append(out, st)
+			desk, err := s.Desk(ctx, cfg, args...)
+			if err != nil {
+				return err
 			}
 			if asJSON {
-				return cli.PrintJSON(os.Stdout, out)
+				return cli.PrintJSON(c.OutOrStdout(), desk)
 			}
-			return printGates(os.Stdout, os.Stderr, out)
+			return printDesk(c.OutOrStdout(), c.ErrOrStderr(), desk)
 		})
 	}
 	return c
 }
 
-func printGates(stdout, stderr io.Writer, gates []gateclient.Status) error {
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "DESTINATION\tSTATE\tSINCE\tHELD\tWHY\tRECENT")
-	for _, g := range gates {
-		why := ""
-		if n := len(g.Transitions); n > 0 {
-			t := g.Transitions[n-1]
-			why = t.Why + " (" + t.By + ")"
-		}
-		recent := make([]string, len(g.Recent))
-		for i, r := range g.Recent {
-			recent[i] = string(r.Class)
-		}
-		since := "-"
-		if !g.Since.IsZero() {
-			since = g.Since.Local().Format(time.DateTime)
+// deskWidth is the terminal width the table fits: the why of each
+// destination is cut to what the other columns leave of it, but never
+// below deskMinWhy, however long the names.
+const (
+	deskWidth  = 120
+	deskMinWhy = 20
+	// deskSince leaves the year to --json, for the why's room.
+	deskSince = "01-02 15:04"
+)
+
+// printDesk prints destinations' statuses as a table, and on stderr how to
+// move on from a gate stopped while it held its destination.
+func printDesk(stdout, stderr io.Writer, desk []gateclient.Status) error {
+	header := []string{"DESTINATION", "DEDUP", "STATE", "SINCE", "BREAKER", "PARKED", "HELD", "RETRYING"}
+	rows := [][]string{header}
+	whys := []string{"WHY"}
+	for _, g := range desk {
+		dedup := "-"
+		switch {
+		case g.Configured != nil && !*g.Configured:
+			dedup = "not configured"
+		case g.Dedup != "":
+			dedup = string(g.Dedup)
 		}
 		state := g.State
 		if g.Stopped != "" && g.State != gate.Closed {
 			state += " (gate " + g.Stopped + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", g.Name, state, since, g.Held, why, strings.Join(recent, ","))
+		since := "-"
+		if !g.Since.IsZero() {
+			since = g.Since.Local().Format(deskSince)
+		}
+		breaker := g.Breaker.State
+		if n := g.Breaker.Failures; n > 0 {
+			// Consecutive failures, of those that open it.
+			breaker += " " + strconv.Itoa(n)
+			if g.Breaker.Config != nil {
+				breaker += "/" + strconv.Itoa(g.Breaker.Config.Failures)
+			}
+		}
+		why := "-"
+		if n := len(g.Transitions); n > 0 {
+			t := g.Transitions[n-1]
+			// One line however the reason was typed.
+			why = strings.Join(strings.Fields(t.Why), " ") + " (" + t.By + ")"
+		}
+		rows = append(rows, []string{g.Name, dedup, state, since, breaker,
+			strconv.FormatInt(g.Parked, 10), strconv.FormatInt(g.Held, 10), strconv.FormatInt(g.Retrying, 10)})
+		whys = append(whys, why)
+	}
+	const pad = 2
+	used := 0
+	for col := range header {
+		w := 0
+		for _, r := range rows {
+			w = max(w, utf8.RuneCountInString(r[col]))
+		}
+		used += w + pad
+	}
+	room := max(deskWidth-used, deskMinWhy)
+	tw := tabwriter.NewWriter(stdout, 0, 4, pad, ' ', 0)
+	for i, r := range rows {
+		why := whys[i]
+		if utf8.RuneCountInString(why) > room {
+			// Excerpt cuts bytes, and adds one rune.
+			why = text.Excerpt(why, room-1)
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", strings.Join(r, "\t"), why)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	for _, g := range gates {
+	for _, g := range desk {
 		if g.Stopped != "" && g.State != gate.Closed {
 			// Nothing runs to lift it: the operator decides.
 			fmt.Fprintf(stderr, "%s: its gate was %s while %s; it holds until: %s\n", g.Name, g.Stopped, g.State, gate.StoppedHow(g.Name))

@@ -26,7 +26,7 @@ func listCommand() *cobra.Command {
 			"attributes (CourierState, CourierDestination): the same list as the web UI with the\n" +
 			"query printed on stderr. Visibility lags a moment behind the deliveries.\n\n" +
 			"States: " + strings.Join(starter.ListStates, ", ") + ".\n" +
-			"A delivery waiting to retry or looking up its effect shows as delivering.",
+			"A delivery looking up its effect shows as delivering.",
 		Example: `  courier list --state awaiting_review
   courier list --destination helpdesk --limit 10 --json`,
 		Args:        cli.NoArgs,

@@ -1,40 +1,43 @@
 package main
 
 import (
-	"fmt"
-
 	"github.com/spf13/cobra"
 
-	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/internal/cli"
 	"github.com/abde64c9/courier/worker"
 )
 
 func workerCommand() *cobra.Command {
 	var o worker.ProcessOptions
-	var destinationsFile string
+	var destinationsFlag string
 	c := &cobra.Command{
 		Use:   "worker --destinations FILE [--metrics ADDR] [--log-level LEVEL] [--log-format text|json]",
 		Short: "run a worker: deliveries and their activities",
 		Long: `Runs Delivery workflows and their attempts. Connects with Temporal's standard
 client environment: TEMPORAL_ADDRESS (default localhost:7233),
 TEMPORAL_NAMESPACE (default "default"), TEMPORAL_API_KEY, TEMPORAL_TLS_*,
-TEMPORAL_PROFILE. Stops gracefully on SIGINT or SIGTERM.`,
-		Example:     "  courier worker --destinations config/destinations.dev.json --metrics :9090",
+TEMPORAL_PROFILE. The destinations file is --destinations, else $COURIER_DESTINATIONS
+(which courier destination status reads too). Stops gracefully on SIGINT or SIGTERM.`,
+		Example: "  courier worker --destinations config/destinations.dev.json --metrics :9090\n" +
+			"  export COURIER_DESTINATIONS=config/destinations.dev.json; courier worker",
 		Args:        cli.NoArgs,
 		Annotations: cli.Exits(cli.BasicExits...),
 	}
-	c.Flags().StringVar(&destinationsFile, "destinations", "", "destinations `file` (JSON), e.g. config/destinations.dev.json")
+	c.Flags().StringVar(&destinationsFlag, "destinations", "", "destinations `file` (JSON), e.g. config/destinations.dev.json (required, unless $"+envDestinations+" names it)")
 	c.Flags().StringVar(&o.MetricsAddr, "metrics", "", "serve Prometheus metrics on `ADDR` (/metrics, and /healthz), e.g. :9090; empty: off")
-	cli.Required(c, "destinations")
 	_ = c.MarkFlagFilename("destinations", "json")
 	logs := cli.AddLogFlags(c, true)
 	c.RunE = func(c *cobra.Command, _ []string) (err error) {
 		if o.Logger, err = logs.Logger(); err != nil {
 			return err
 		}
-		if o.Config, err = destinations.Load(destinationsFile); err != nil {
-			return fmt.Errorf("%w\nfix the destinations file; see the configuration reference in the README", err)
+		file, from := destinationsFile(destinationsFlag)
+		if file == "" {
+			return cli.UsageError("--destinations is required, or %s: the destinations file (JSON) this worker serves (see %s -h)\n"+
+				"for example:\n%s", envDestinations, c.CommandPath(), c.Example)
+		}
+		if o.Config, err = loadDestinations(file, from); err != nil {
+			return err
 		}
 		return worker.Serve(c.Context(), o)
 	}

@@ -39,6 +39,7 @@ func writeDestinations(t *testing.T, content string) string {
 func TestWorkerCommandRefusesBadSetup(t *testing.T) {
 	t.Setenv("TEMPORAL_ADDRESS", "127.0.0.1:1")
 	t.Setenv("COURIER_TEST_HELPDESK_TOKEN", "")
+	t.Setenv(envDestinations, "")
 	for _, tc := range []struct {
 		name string
 		args func(t *testing.T) []string
@@ -46,7 +47,7 @@ func TestWorkerCommandRefusesBadSetup(t *testing.T) {
 		want []string
 	}{
 		{"no destinations flag", func(*testing.T) []string { return nil }, 2,
-			[]string{"--destinations is required"}},
+			[]string{"--destinations is required, or COURIER_DESTINATIONS", "courier worker --destinations "}},
 		{"missing file", func(t *testing.T) []string {
 			return []string{"--destinations", filepath.Join(t.TempDir(), "nope.json")}
 		}, 0, []string{"nope.json", "no such file"}},
@@ -107,4 +108,27 @@ func TestWorkerCommandNamesUnreachableTemporal(t *testing.T) {
 	t.Setenv("TEMPORAL_ADDRESS", "127.0.0.1:1")
 	err := runWorker(context.Background(), []string{"--destinations", writeDestinations(t, goodDestinations)})
 	require.ErrorContains(t, err, "cannot reach Temporal at 127.0.0.1:1")
+}
+
+// The destinations file may come from COURIER_DESTINATIONS, the one export
+// `courier destination status` reads too; --destinations wins over it, and
+// a bad file names where it came from.
+func TestWorkerCommandReadsDestinationsFromTheEnvironment(t *testing.T) {
+	t.Setenv("TEMPORAL_ADDRESS", "127.0.0.1:1")
+	good := writeDestinations(t, goodDestinations)
+	missing := filepath.Join(t.TempDir(), "gone.json")
+
+	t.Setenv(envDestinations, good)
+	require.ErrorContains(t, runWorker(context.Background(), nil), "cannot reach Temporal at 127.0.0.1:1",
+		"the file from the environment loads")
+
+	t.Setenv(envDestinations, missing)
+	require.ErrorContains(t, runWorker(context.Background(), []string{"--destinations", good}), "cannot reach Temporal at 127.0.0.1:1",
+		"--destinations wins over the environment")
+
+	err := runWorker(context.Background(), nil)
+	for _, want := range []string{"gone.json", "no such file", "fix the file COURIER_DESTINATIONS names"} {
+		require.ErrorContains(t, err, want)
+	}
+	require.NotContains(t, err.Error(), "cannot reach Temporal")
 }

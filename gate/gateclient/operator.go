@@ -14,6 +14,8 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/gate"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -129,13 +131,28 @@ func (o Operator) gateAnswer(ctx context.Context, dest string, h client.Workflow
 // Status is a destination's gate and what waits on it.
 type Status struct {
 	gate.DestinationState
-	// Held counts the deliveries waiting on it (visibility lags a moment).
+	Waiting
+	// Dedup and Configured are what the destinations file read says of it:
+	// its dedup kind, and whether it lists it. Both are left out when no
+	// file was read.
+	Dedup      contract.Dedup `json:"dedup,omitempty"`
+	Configured *bool          `json:"configured,omitempty"`
+}
+
+// Waiting counts the running deliveries at a destination by what they
+// wait for (visibility lags a moment).
+type Waiting struct {
+	// Parked await a review (awaiting_review).
+	Parked int64 `json:"parked"`
+	// Held wait on its gate (paused, circuit_open).
 	Held int64 `json:"held"`
+	// Retrying wait for their next attempt (retry_wait).
+	Retrying int64 `json:"retrying"`
 }
 
 // Status reads a destination's gate, as workers read it (a stopped one is
-// marked Stopped), and counts the deliveries it holds; one that never had
-// a gate is closed.
+// marked Stopped), and counts the deliveries waiting at it; one that never
+// had a gate is closed.
 func (o Operator) Status(ctx context.Context, dest string) (Status, error) {
 	out := Status{DestinationState: gate.DestinationState{Name: dest, State: gate.Closed, Breaker: gate.Breaker{State: gate.Closed}}}
 	st, err := Read(ctx, o.C, o.DC, dest)
@@ -145,11 +162,23 @@ func (o Operator) Status(ctx context.Context, dest string) (Status, error) {
 	if st != nil {
 		out.DestinationState = *st
 	}
-	n, err := o.C.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Query: workflows.HeldQuery(dest)})
-	if err != nil {
-		return out, fmt.Errorf("count the deliveries held at %s: %w", dest, err)
+	// Temporal's visibility groups counts by ExecutionStatus only, so each
+	// is a count of its own.
+	for _, q := range []struct {
+		what  string
+		query string
+		n     *int64
+	}{
+		{"parked", workflows.ParkedQuery(dest), &out.Parked},
+		{"held", workflows.HeldQuery(dest), &out.Held},
+		{"retrying", workflows.RetryingQuery(dest), &out.Retrying},
+	} {
+		n, err := o.C.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Query: q.query})
+		if err != nil {
+			return out, fmt.Errorf("count the deliveries %s at %s: %w", q.what, dest, err)
+		}
+		*q.n = n.GetCount()
 	}
-	out.Held = n.GetCount()
 	return out, nil
 }
 
@@ -161,4 +190,36 @@ func (o Operator) List(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	return slices.Sorted(maps.Keys(runs)), nil
+}
+
+// Desk is the status of the named destinations or, with none named, of
+// every destination cfg configures and every one that has a gate, by name.
+// cfg is the destinations file as read where this runs, a claim of what
+// the workers serve; nil: none was read, and only gates are listed.
+func (o Operator) Desk(ctx context.Context, cfg *destinations.Config, names ...string) ([]Status, error) {
+	if len(names) == 0 {
+		gated, err := o.List(ctx)
+		if err != nil {
+			return nil, err
+		}
+		names = gated
+		if cfg != nil {
+			names = append(cfg.Names(), gated...)
+			slices.Sort(names)
+			names = slices.Compact(names)
+		}
+	}
+	out := make([]Status, 0, len(names))
+	for _, name := range names {
+		st, err := o.Status(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		if cfg != nil {
+			d, ok := cfg.Destinations[name]
+			st.Dedup, st.Configured = d.Contract.Dedup, &ok
+		}
+		out = append(out, st)
+	}
+	return out, nil
 }
