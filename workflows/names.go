@@ -132,12 +132,5 @@ func ParkedQuery(dest string) string { return WaitingQuery(dest, StateAwaitingRe
 // destination waiting for their next attempt.
 func RetryingQuery(dest string) string { return WaitingQuery(dest, StateRetryWait) }
 
-// ParkedQuery is the visibility query for the deliveries parked at a
-// destination, waiting for a review.
-func ParkedQuery(dest string) string {
-	return fmt.Sprintf(`WorkflowType = %q AND ExecutionStatus = "Running" AND %s = %q AND %s = %q`,
-		WorkflowType, SADestination.GetName(), dest, SAState.GetName(), StateAwaitingReview)
-}
-
 // WorkflowID is the ID of the delivery with this key.
 func WorkflowID(key string) string { return WorkflowIDPrefix + key }
