@@ -75,7 +75,7 @@ func LatestRun(a, b Run) bool {
 
 // StoppedHow tells an operator how to move on from a stopped gate.
 func StoppedHow(name string) string {
-	return "courier destination resume " + name + " --by NAME (clears it) or courier destination pause " + name + " --reason TEXT --by NAME (restores it)"
+	return "courier destination resume " + name + " --by <YOUR-NAME> (clears it) or courier destination pause " + name + " --reason \"why\" --by <YOUR-NAME> (restores it)"
 }
 
 // stoppedNote is what a hold at a stopped gate adds to its reason.

@@ -31,7 +31,7 @@ func TestGateOfRun(t *testing.T) {
 		hold, probe := st.Hold(time.Now())
 		require.False(t, probe)
 		require.Equal(t, string(workflows.StatePaused), hold.State, how)
-		require.Contains(t, hold.Reason, "INC-7 (paused by alice); its gate was "+how+" while paused: courier destination resume legacy --by NAME")
+		require.Contains(t, hold.Reason, "INC-7 (paused by alice); its gate was "+how+" while paused: courier destination resume legacy --by <YOUR-NAME>")
 		require.True(t, hold.Until.IsZero(), "no gate runs to end the pause: it holds until an operator decides")
 	}
 	for _, status := range []enumspb.WorkflowExecutionStatus{

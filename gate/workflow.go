@@ -112,6 +112,8 @@ func (g *gate) setup(ctx workflow.Context) error {
 				}
 				if strings.TrimSpace(r.By) == "" || len(r.By) > maxPauseBy {
 					errs = append(errs, fmt.Errorf("by: required, who is pausing, at most %d bytes", maxPauseBy))
+				} else if workflows.IsPlaceholder(r.By) {
+					errs = append(errs, placeholderBy(r.By))
 				}
 				if !r.Until.IsZero() && !r.Until.After(workflow.Now(ctx)) {
 					errs = append(errs, fmt.Errorf("until: %s is not in the future", r.Until.UTC().Format(time.RFC3339)))
@@ -146,6 +148,8 @@ func (g *gate) setup(ctx workflow.Context) error {
 					return temporal.NewApplicationError(fmt.Sprintf("destination %s is not paused (state %s)", g.s.Name, g.s.State), ErrInvalidChange)
 				case strings.TrimSpace(r.By) == "" || len(r.By) > maxPauseBy:
 					return temporal.NewApplicationError(fmt.Sprintf("by: required, who is resuming, at most %d bytes", maxPauseBy), ErrInvalidChange)
+				case workflows.IsPlaceholder(r.By):
+					return temporal.NewApplicationError(placeholderBy(r.By).Error(), ErrInvalidChange)
 				}
 				return nil
 			}}); err != nil {
@@ -169,6 +173,12 @@ func (g *gate) setup(ctx workflow.Context) error {
 		}
 	})
 	return nil
+}
+
+// placeholderBy refuses a command's placeholder pasted as who changes the
+// gate. Validators run only on new updates, so no history changes.
+func placeholderBy(by string) error {
+	return fmt.Errorf("by: %q is the command's placeholder: put your own name", by)
 }
 
 // settle computes the effective state and records a transition.

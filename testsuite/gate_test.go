@@ -334,7 +334,7 @@ func TestStoppedGateKeepsItsPause(t *testing.T) {
 		st := s.waitFor(ctx, key, 10*time.Second, "paused", func(st workflows.DeliveryStatus) bool { return st.State == workflows.StatePaused })
 		require.NotNil(t, st.Hold)
 		require.Contains(t, st.Hold.Reason, reason)
-		require.Contains(t, st.Hold.Reason, "its gate was terminated while paused: courier destination resume "+name+" --by NAME")
+		require.Contains(t, st.Hold.Reason, "its gate was terminated while paused: courier destination resume "+name+" --by <YOUR-NAME>")
 		require.Empty(t, st.Attempts)
 	}
 	gs, err := s.starter.Destination(ctx, name)

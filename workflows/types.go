@@ -175,18 +175,21 @@ func (d ReviewDecision) validate(placeholders bool) error {
 // them, and bare before that.
 var ReviewPlaceholders = []string{"<ID-YOU-FOUND>", "<YOUR-NAME>", "ID", "NAME", "TEXT"}
 
+// IsPlaceholder: v is a placeholder a command Courier shows asks to fill
+// in (a name, an id), pasted unchanged.
+func IsPlaceholder(v string) bool {
+	v = strings.TrimSpace(v)
+	return slices.Contains(ReviewPlaceholders, v) || len(v) > 2 && strings.HasPrefix(v, "<") && strings.HasSuffix(v, ">")
+}
+
 // Placeholders names each field of d that still holds a placeholder the
 // reviewer was to replace; nil when none does.
 func (d ReviewDecision) Placeholders() error {
-	isPlaceholder := func(v string) bool {
-		v = strings.TrimSpace(v)
-		return slices.Contains(ReviewPlaceholders, v) || len(v) > 2 && strings.HasPrefix(v, "<") && strings.HasSuffix(v, ">")
-	}
 	var errs []error
-	if isPlaceholder(d.ResourceID) {
+	if IsPlaceholder(d.ResourceID) {
 		errs = append(errs, fmt.Errorf("resource_id: %q is the review command's placeholder: put the id of the effect you found at the destination", d.ResourceID))
 	}
-	if isPlaceholder(d.Reviewer) {
+	if IsPlaceholder(d.Reviewer) {
 		errs = append(errs, fmt.Errorf("reviewer: %q is the review command's placeholder: put your own name", d.Reviewer))
 	}
 	return errors.Join(errs...)

@@ -95,7 +95,7 @@ func (w *Webhook) NoticeOf(r activities.Reminder, now time.Time) Notice {
 		BusinessID: r.BusinessID, Namespace: r.Namespace, WorkflowID: r.WorkflowID,
 		Reason: r.Reason, Evidence: r.Evidence, ParkedAt: r.Since.UTC(),
 		AgeSeconds: int64(now.Sub(r.Since).Seconds()),
-		Review:     fmt.Sprintf(`courier review %s --decision retry|delivered|abandon --reviewer NAME --note "what you checked" [--resource-id ID]`, r.Key),
+		Review:     fmt.Sprintf(`courier review %s --decision retry|delivered|abandon --reviewer <YOUR-NAME> --note "what you checked" [--resource-id <ID-YOU-FOUND>]`, r.Key),
 	}
 	if w.webUI != "" {
 		n.WebUI = fmt.Sprintf("%s/namespaces/%s/workflows/%s", w.webUI, url.PathEscape(r.Namespace), url.PathEscape(r.WorkflowID))

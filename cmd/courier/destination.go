@@ -74,7 +74,7 @@ workflow was terminated or canceled is started again, paused.`,
 			}
 			// Workers read the gate at most this old: after it, none sends.
 			time.Sleep(gateclient.Fresh)
-			fmt.Fprintf(os.Stderr, "%s paused: no attempt is sent to it now; resume with: courier destination resume %s --by NAME\n", args[0], args[0])
+			fmt.Fprintf(os.Stderr, "%s paused: no attempt is sent to it now; resume with: courier destination resume %s --by <YOUR-NAME>\n", args[0], args[0])
 			return cli.PrintJSON(os.Stdout, st)
 		})
 	}

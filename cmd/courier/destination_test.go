@@ -28,7 +28,7 @@ func TestPrintDeskShowsAStoppedGate(t *testing.T) {
 	require.Contains(t, out.String(), "paused (gate terminated)")
 	require.NotContains(t, out.String(), "gate canceled")
 	require.Equal(t, "legacy: its gate was terminated while paused; it holds until: "+
-		"courier destination resume legacy --by NAME (clears it) or courier destination pause legacy --reason TEXT --by NAME (restores it)\n", errs.String())
+		"courier destination resume legacy --by <YOUR-NAME> (clears it) or courier destination pause legacy --reason \"why\" --by <YOUR-NAME> (restores it)\n", errs.String())
 }
 
 // TestPrintDeskFitsTheTerminal: every line of the table fits 120 columns,

@@ -80,7 +80,7 @@ func TestReadAllKeepsStoppedPauses(t *testing.T) {
 	require.Equal(t, "terminated", st.Stopped)
 	hold, probe := st.Hold(now)
 	require.False(t, probe)
-	require.Contains(t, hold.Reason, "its gate was terminated while paused: courier destination resume stopped --by NAME")
+	require.Contains(t, hold.Reason, "its gate was terminated while paused: courier destination resume stopped --by <YOUR-NAME>")
 
 	hold, probe, err = g.Admit(ctx, "closed", "k", false)
 	require.NoError(t, err)
