@@ -76,6 +76,20 @@ const (
 	ActivityAttempt      = "Attempt"
 	ActivityLookup       = "Lookup"
 	ActivityRemindReview = "RemindReview"
+	// ActivityJoinDelivery runs on task queue courier for a workflow whose
+	// delivery call (package courierwf) found delivery-<key> taken: a child
+	// cannot join a running workflow, so the activity joins it (or reads a
+	// closed one) and waits for its end.
+	ActivityJoinDelivery = "JoinDelivery"
+
+	// NexusService and NexusOperationDeliver name the Nexus service Courier's
+	// workers serve to workflows of other namespaces (see docs/protocol.md).
+	NexusService          = "courier"
+	NexusOperationDeliver = "deliver"
+	// NexusTaskQueuePrefix + tenant is the task queue a tenant's Nexus
+	// endpoint targets: the tenant of a Nexus delivery is the one its
+	// endpoint routes to, never a field the caller fills in.
+	NexusTaskQueuePrefix = "courier-nexus-"
 )
 
 // Search attributes (Keyword) for the Temporal web UI and visibility queries.

@@ -8,13 +8,14 @@ import (
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/internal/cli"
 	"github.com/abde64c9/courier/worker"
+	"github.com/abde64c9/courier/workflows"
 )
 
 func workerCommand() *cobra.Command {
 	var o worker.ProcessOptions
 	var destinationsFile string
 	c := &cobra.Command{
-		Use:   "worker --destinations FILE [--metrics ADDR] [--log-level LEVEL] [--log-format text|json]",
+		Use:   "worker --destinations FILE [--nexus-tenant TENANT]... [--metrics ADDR] [--log-level LEVEL] [--log-format text|json]",
 		Short: "run a worker: deliveries and their activities",
 		Long: `Runs Delivery workflows and their attempts. Connects with Temporal's standard
 client environment: TEMPORAL_ADDRESS (default localhost:7233),
@@ -25,6 +26,7 @@ TEMPORAL_PROFILE. Stops gracefully on SIGINT or SIGTERM.`,
 		Annotations: cli.Exits(cli.BasicExits...),
 	}
 	c.Flags().StringVar(&destinationsFile, "destinations", "", "destinations `file` (JSON), e.g. config/destinations.dev.json")
+	c.Flags().StringSliceVar(&o.NexusTenants, "nexus-tenant", nil, "serve Nexus operations for this `tenant` on task queue "+workflows.NexusTaskQueuePrefix+"<tenant> (repeatable); its endpoint decides the tenant")
 	c.Flags().StringVar(&o.MetricsAddr, "metrics", "", "serve Prometheus metrics on `ADDR` (/metrics, and /healthz), e.g. :9090; empty: off")
 	cli.Required(c, "destinations")
 	_ = c.MarkFlagFilename("destinations", "json")
