@@ -155,3 +155,22 @@ func NexusDeliver(ctx workflow.Context, endpoint string, in NexusInput, opts wor
 	}
 	return res, err
 }
+
+// NexusStatusInput names a delivery for the Nexus operation status: its
+// operation without the tenant, which the endpoint fixes.
+type NexusStatusInput struct {
+	Destination string `json:"destination"`
+	Operation   string `json:"operation"`
+	BusinessID  string `json:"business_id"`
+}
+
+// NexusStatus reads the status of the endpoint's tenant's delivery of in,
+// at once (state awaiting_review while parked, with the review's
+// evidence). An operation no delivery has fails with type
+// workflows.ErrUnknownDelivery.
+func NexusStatus(ctx workflow.Context, endpoint string, in NexusStatusInput, opts workflow.NexusOperationOptions) (workflows.DeliveryStatus, error) {
+	c := workflow.NewNexusClient(endpoint, workflows.NexusService)
+	var st workflows.DeliveryStatus
+	err := c.ExecuteOperation(ctx, workflows.NexusOperationStatus, in, opts).Get(ctx, &st)
+	return st, err
+}

@@ -55,7 +55,40 @@ func NexusService(c client.Client) *nexus.Service {
 				"a delivery is not canceled by its callers: cancel with cancellation type Abandon to stop waiting")
 		},
 	}))
+	svc.MustRegister(nexus.NewSyncOperation(workflows.NexusOperationStatus, s.nexusStatus))
 	return svc
+}
+
+// nexusStatus is the status of the tenant's delivery of in.
+func (s *Client) nexusStatus(ctx context.Context, in courierwf.NexusStatusInput, _ nexus.StartOperationOptions) (workflows.DeliveryStatus, error) {
+	tenant, err := endpointTenant(ctx)
+	if err != nil {
+		return workflows.DeliveryStatus{}, err
+	}
+	op := opkey.Operation{Tenant: tenant, Destination: in.Destination, Operation: in.Operation, BusinessID: in.BusinessID}
+	if err := op.Validate(); err != nil {
+		return workflows.DeliveryStatus{}, failed(TypedFailure(&InvalidRequestError{err}))
+	}
+	st, err := s.Status(ctx, opkey.Key(op))
+	if errors.Is(err, ErrUnknownKey) {
+		return st, failed(temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("no delivery of %s → %s · %s for tenant %s", in.Operation, in.Destination, in.BusinessID, tenant),
+			workflows.ErrUnknownDelivery, nil))
+	}
+	return st, err
+}
+
+// endpointTenant is the tenant whose task queue the request came on: the
+// one its endpoint serves.
+func endpointTenant(ctx context.Context) (string, error) {
+	tq := temporalnexus.GetOperationInfo(ctx).TaskQueue
+	tenant, ok := strings.CutPrefix(tq, workflows.NexusTaskQueuePrefix)
+	if !ok || CheckNexusTenant(tenant) != nil {
+		// An endpoint aimed at a queue of no tenant: the setup is wrong.
+		return "", nexus.NewHandlerErrorf(nexus.HandlerErrorTypeInternal,
+			"the endpoint targets task queue %q, not one of a tenant (%s<tenant>)", tq, workflows.NexusTaskQueuePrefix)
+	}
+	return tenant, nil
 }
 
 type nexusResult = temporalnexus.TemporalOperationResult[workflows.DeliveryResult]
@@ -64,11 +97,9 @@ type nexusResult = temporalnexus.TemporalOperationResult[workflows.DeliveryResul
 // attaches it to the running delivery of the same payload, or answers at
 // once from a closed one: the operation's result is the delivery's result.
 func (s *Client) nexusDeliver(ctx context.Context, nc temporalnexus.NexusClient, in courierwf.NexusInput, _ temporalnexus.StartTemporalOperationOptions) (nexusResult, error) {
-	tenant, ok := strings.CutPrefix(temporalnexus.GetOperationInfo(ctx).TaskQueue, workflows.NexusTaskQueuePrefix)
-	if !ok || CheckNexusTenant(tenant) != nil {
-		// An endpoint aimed at a queue of no tenant: the setup is wrong.
-		return nexusResult{}, nexus.NewHandlerErrorf(nexus.HandlerErrorTypeInternal,
-			"the endpoint targets task queue %q, not one of a tenant (%s<tenant>)", temporalnexus.GetOperationInfo(ctx).TaskQueue, workflows.NexusTaskQueuePrefix)
+	tenant, err := endpointTenant(ctx)
+	if err != nil {
+		return nexusResult{}, err
 	}
 	if in.Tenant != "" {
 		return nexusResult{}, failed(TypedFailure(&InvalidRequestError{
@@ -104,7 +135,9 @@ func (s *Client) nexusStart(ctx context.Context, nc temporalnexus.NexusClient, i
 		opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING
 		if r, err = temporalnexus.StartUntypedWorkflow[workflows.DeliveryResult](ctx, nc, opts, workflows.WorkflowType, in); err != nil {
 			if errors.As(err, &started) {
-				return s.nexusStart(ctx, nc, in, h, reuse) // closed meanwhile: as any closed one
+				// Closed since (a closed run answers a known update ID with
+				// its stored outcome, so the check above passed).
+				return s.nexusClosed(ctx, nc, in, h, started.RunId, reuse)
 			}
 			return r, err
 		}
@@ -118,20 +151,25 @@ func (s *Client) nexusStart(ctx context.Context, nc temporalnexus.NexusClient, i
 		}
 		return r, nil
 	case errors.As(err, &nf):
-		// Closed: its result decides.
-		prev, restart, err := s.closed(ctx, h, started.RunId, reuse)
-		if err != nil {
-			return nexusResult{}, failed(TypedFailure(err))
-		}
-		if restart {
-			return s.nexusStart(ctx, nc, in, h, enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE)
-		}
-		if !prev.Status.Delivered() {
-			return nexusResult{}, failed(NotDelivered(prev))
-		}
-		return temporalnexus.NewSyncResult(prev), nil
+		return s.nexusClosed(ctx, nc, in, h, started.RunId, reuse)
 	}
 	return nexusResult{}, failed(TypedFailure(s.conflictOr(h, err)))
+}
+
+// nexusClosed answers from the closed run runID: its result at once, or a
+// new run where the operation may run again.
+func (s *Client) nexusClosed(ctx context.Context, nc temporalnexus.NexusClient, in workflows.DeliveryInput, h Handle, runID string, reuse enumspb.WorkflowIdReusePolicy) (nexusResult, error) {
+	prev, restart, err := s.closed(ctx, h, runID, reuse)
+	if err != nil {
+		return nexusResult{}, failed(TypedFailure(err))
+	}
+	if restart {
+		return s.nexusStart(ctx, nc, in, h, enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE)
+	}
+	if !prev.Status.Delivered() {
+		return nexusResult{}, failed(NotDelivered(prev))
+	}
+	return temporalnexus.NewSyncResult(prev), nil
 }
 
 // failed ends the operation with err when it is one of the typed failures

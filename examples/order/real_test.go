@@ -73,10 +73,16 @@ func TestOrdersOnARealServer(t *testing.T) {
 			_ = w.Wait()
 		}
 	})
+	// Workflows of the tests' own, in the callers' namespace.
+	tw := sdkworker.New(callers, testCallers, sdkworker.Options{})
+	tw.RegisterWorkflowWithOptions(claimTenant, workflow.RegisterOptions{Name: "ClaimTenant"})
+	tw.RegisterWorkflowWithOptions(statusOf, workflow.RegisterOptions{Name: "StatusOf"})
+	require.NoError(t, tw.Start())
+	t.Cleanup(tw.Stop)
 	histories := map[string]workflow.Execution{}
 
-	t.Run("nexus: two callers, one effect, both get the result", func(t *testing.T) {
-		runs := s.place(callers, "OrderViaNexus", Order{ID: "nx-both", Subject: "two callers", Destination: lab.DestHelpdesk, Endpoint: "courier-acme"}, 2)
+	t.Run("nexus: four callers, one effect, all get the result", func(t *testing.T) {
+		runs := s.place(callers, "OrderViaNexus", Order{ID: "nx-both", Subject: "two callers", Destination: lab.DestHelpdesk, Endpoint: "courier-acme"}, 4)
 		for _, r := range runs {
 			p, err := s.result(r)
 			require.NoError(t, err)
@@ -87,7 +93,20 @@ func TestOrdersOnARealServer(t *testing.T) {
 	})
 
 	t.Run("nexus: parked, caller's worker killed mid-call, decided by review", func(t *testing.T) {
-		s.parkedCallers(callers, "OrderViaNexus", lab.CallerNamespace, "nx-parked", "courier-acme", histories, "nexus-parked")
+		s.parkedCallers(callers, "OrderViaNexus", lab.CallerNamespace, "nx-parked", "courier-acme", histories, "nexus-parked", func() {
+			// How the caller learns it parked: the status operation.
+			in := courierwf.NexusStatusInput{Destination: lab.DestLegacy, Operation: operation, BusinessID: "nx-parked"}
+			var st workflows.DeliveryStatus
+			run, err := callers.ExecuteWorkflow(s.ctx, client.StartWorkflowOptions{TaskQueue: testCallers}, "StatusOf", "courier-acme", in)
+			require.NoError(t, err)
+			require.NoError(t, run.Get(s.ctx, &st))
+			require.Equal(t, workflows.StateAwaitingReview, st.State)
+			require.Contains(t, st.Review.Evidence, "unknown_outcome")
+			// Another tenant's endpoint reads its own tenant's deliveries only.
+			run, err = callers.ExecuteWorkflow(s.ctx, client.StartWorkflowOptions{TaskQueue: testCallers}, "StatusOf", "courier-"+otherTenant, in)
+			require.NoError(t, err)
+			requireType(t, run.Get(s.ctx, &st), workflows.ErrUnknownDelivery)
+		})
 	})
 
 	t.Run("nexus: another payload is a conflict, nothing sent", func(t *testing.T) {
@@ -109,11 +128,7 @@ func TestOrdersOnARealServer(t *testing.T) {
 		require.Equal(t, opkey.Key(mine), p.Delivery.Key)
 		require.NotEqual(t, opkey.Key(acme), p.Delivery.Key)
 		// Naming the tenant is refused: the endpoint decides it.
-		w := sdkworker.New(callers, "tenant-claims", sdkworker.Options{})
-		w.RegisterWorkflowWithOptions(claimTenant, workflow.RegisterOptions{Name: "ClaimTenant"})
-		require.NoError(t, w.Start())
-		defer w.Stop()
-		run, err := callers.ExecuteWorkflow(s.ctx, client.StartWorkflowOptions{TaskQueue: "tenant-claims"}, "ClaimTenant", "courier-"+otherTenant)
+		run, err := callers.ExecuteWorkflow(s.ctx, client.StartWorkflowOptions{TaskQueue: testCallers}, "ClaimTenant", "courier-"+otherTenant)
 		require.NoError(t, err)
 		err = run.Get(s.ctx, nil)
 		requireType(t, err, workflows.ErrInvalidRequest)
@@ -121,8 +136,8 @@ func TestOrdersOnARealServer(t *testing.T) {
 		s.requireEffects(lab.DestHelpdesk, "nx-claimed", 0)
 	})
 
-	t.Run("child: two callers, one effect, both get the result", func(t *testing.T) {
-		runs := s.place(c, "Order", Order{ID: "ch-both", Subject: "two callers", Destination: lab.DestHelpdesk, Tenant: lab.NexusTenant}, 2)
+	t.Run("child: four callers, one effect, all get the result", func(t *testing.T) {
+		runs := s.place(c, "Order", Order{ID: "ch-both", Subject: "two callers", Destination: lab.DestHelpdesk, Tenant: lab.NexusTenant}, 4)
 		for _, r := range runs {
 			p, err := s.result(r)
 			require.NoError(t, err)
@@ -134,7 +149,7 @@ func TestOrdersOnARealServer(t *testing.T) {
 	})
 
 	t.Run("child: parked, caller's worker killed mid-call, decided by review", func(t *testing.T) {
-		s.parkedCallers(c, "Order", ls.Temporal.Namespace, "ch-parked", "", histories, "child-parked")
+		s.parkedCallers(c, "Order", ls.Temporal.Namespace, "ch-parked", "", histories, "child-parked", func() {})
 	})
 
 	t.Run("child: another payload is a conflict, nothing sent", func(t *testing.T) {
@@ -155,7 +170,7 @@ func TestOrdersOnARealServer(t *testing.T) {
 // worker is SIGKILLed and started again; a reviewer decides delivered, and
 // both callers (replayed by the new worker) answer delivered_by_review,
 // with one effect.
-func (s *callerStack) parkedCallers(c client.Client, wf, ns, id, endpoint string, histories map[string]workflow.Execution, name string) {
+func (s *callerStack) parkedCallers(c client.Client, wf, ns, id, endpoint string, histories map[string]workflow.Execution, name string, whileParked func()) {
 	t := s.t
 	require.NoError(t, s.lab.Sandbox.Server.Inject(lab.DestLegacy, sandbox.Fault{Kind: sandbox.FaultCloseAfterCommit}))
 	o := Order{ID: id, Subject: "parked", Destination: lab.DestLegacy, Endpoint: endpoint, Tenant: lab.NexusTenant}
@@ -167,6 +182,7 @@ func (s *callerStack) parkedCallers(c client.Client, wf, ns, id, endpoint string
 	for _, r := range runs {
 		s.awaitPending(c, r)
 	}
+	whileParked()
 	s.restartWorker(ns)
 
 	effects, err := s.lab.Effects.All(s.ctx)
@@ -184,6 +200,14 @@ func (s *callerStack) parkedCallers(c client.Client, wf, ns, id, endpoint string
 	}
 	s.requireEffects(lab.DestLegacy, id, 1)
 	histories[name] = workflow.Execution{ID: runs[1].GetID(), RunID: runs[1].GetRunID()}
+}
+
+// testCallers is the task queue of the tests' own caller workflows.
+const testCallers = "test-callers"
+
+// statusOf reads a delivery's status through endpoint.
+func statusOf(ctx workflow.Context, endpoint string, in courierwf.NexusStatusInput) (workflows.DeliveryStatus, error) {
+	return courierwf.NexusStatus(ctx, endpoint, in, workflow.NexusOperationOptions{})
 }
 
 // claimTenant names a tenant in its input, through endpoint.
