@@ -38,7 +38,7 @@ vet:
 
 ## lint: workflowcheck, the SDK's static check that workflow code is deterministic
 lint: $(WORKFLOWCHECK)
-	$(WORKFLOWCHECK) ./workflows/... ./worker/... ./gate/...
+	$(WORKFLOWCHECK) ./workflows/... ./worker/... ./gate/... ./courierwf/... ./examples/...
 
 $(WORKFLOWCHECK):
 	GOBIN=$(CURDIR)/bin go install go.temporal.io/sdk/contrib/tools/workflowcheck@$(WORKFLOWCHECK_VERSION)

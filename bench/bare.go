@@ -49,6 +49,8 @@ func startBare(c client.Client) (sdkworker.Worker, error) {
 	w := sdkworker.New(c, BareTaskQueue, worker.WithDefaultPollers(sdkworker.Options{}))
 	w.RegisterWorkflowWithOptions(BareWorkflow, workflow.RegisterOptions{Name: BareWorkflowType})
 	w.RegisterActivityWithOptions(Noop, activity.RegisterOptions{Name: NoopActivityType})
+	w.RegisterWorkflowWithOptions(NexusCaller, workflow.RegisterOptions{Name: NexusCallerType})
+	w.RegisterWorkflowWithOptions(ChildCaller, workflow.RegisterOptions{Name: ChildCallerType})
 	if err := w.Start(); err != nil {
 		return nil, fmt.Errorf("start the bare workflow's worker: %w", err)
 	}

@@ -118,16 +118,19 @@ type side struct {
 	lead, window time.Duration
 	// id is the workflow ID of operation seq; nil for the direct side.
 	id func(seq int64) string
+	// delivery, for a side whose workflow is a caller, is the workflow ID
+	// of the delivery it calls, whose history counts too.
+	delivery func(seq int64) string
 }
 
 func (r *runner) sides() []side {
 	lead := max(r.opts.Lead, 0)
 	return []side{
-		{SideBare, r.bare, lead, r.opts.Window, func(seq int64) string { return bareID(r.runID, seq) }},
-		{SideKey, r.deliver(DestKey, SideKey), lead, r.opts.Window, r.deliveryID(DestKey, SideKey)},
-		{SideUniqueCommit, r.deliver(DestUniqueCommit, SideUniqueCommit), lead, r.opts.Window,
-			r.deliveryID(DestUniqueCommit, SideUniqueCommit)},
-		{SideDirect, r.direct, 0, r.opts.DirectWindow, nil},
+		{name: SideBare, do: r.bare, lead: lead, window: r.opts.Window, id: func(seq int64) string { return bareID(r.runID, seq) }},
+		{name: SideKey, do: r.deliver(DestKey, SideKey), lead: lead, window: r.opts.Window, id: r.deliveryID(DestKey, SideKey)},
+		{name: SideUniqueCommit, do: r.deliver(DestUniqueCommit, SideUniqueCommit), lead: lead, window: r.opts.Window,
+			id: r.deliveryID(DestUniqueCommit, SideUniqueCommit)},
+		{name: SideDirect, do: r.direct, window: r.opts.DirectWindow},
 	}
 }
 
@@ -348,7 +351,7 @@ func (r *runner) history(ctx context.Context) ([]HistoryCount, []ServerWork, err
 		n = 2
 	}
 	r.opts.progress("reading the recorded histories of %d workflows of each side, run one at a time", n)
-	sides := r.workflowSides()
+	sides := append(r.workflowSides(), r.callerSides()...)
 	// One of each first, so no batch pays for a task queue's first use.
 	for _, s := range sides {
 		octx, cancel := context.WithTimeout(ctx, opTimeout)
@@ -396,8 +399,16 @@ func (r *runner) history(ctx context.Context) ([]HistoryCount, []ServerWork, err
 				return nil, nil, err
 			}
 			if k == 0 {
-				h.Events = len(events)
-				for _, ev := range events {
+				counted := events
+				if s.delivery != nil {
+					more, err := r.events(ctx, s.delivery(smp.seq))
+					if err != nil {
+						return nil, nil, err
+					}
+					counted = append(slices.Clone(events), more...)
+				}
+				h.Events = len(counted)
+				for _, ev := range counted {
 					h.Types = append(h.Types, ev.GetEventType().String())
 					h.Bytes += proto.Size(ev)
 				}

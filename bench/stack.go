@@ -49,6 +49,8 @@ type stack struct {
 	serverPID  int
 	metricsURL string
 	bare       sdkworker.Worker
+	// endpoint is the bench tenant's Nexus endpoint.
+	endpoint string
 }
 
 func startStack(ctx context.Context, o Options) (s *stack, err error) {
@@ -77,7 +79,8 @@ func startStack(ctx context.Context, o Options) (s *stack, err error) {
 		Destinations: func(sandboxURL, dir string) (destinations.Config, error) {
 			return lab.Destinations(sandboxURL, filepath.Join(dir, lab.LedgerDB), budget), nil
 		},
-		Courier: o.Courier, Workers: 1, WorkerArgs: []string{"--log-level", level}, WorkerLog: o.Log,
+		Courier: o.Courier, Workers: 1, WorkerLog: o.Log,
+		WorkerArgs: []string{"--log-level", level, "--nexus-tenant", benchTenant},
 	})
 	if err != nil {
 		return s, err
@@ -86,6 +89,9 @@ func startStack(ctx context.Context, o Options) (s *stack, err error) {
 	s.serverPID, s.metricsURL = s.Temporal.PID(), s.Temporal.MetricsURL()
 	if !s.Temporal.Own {
 		s.serverPID, s.metricsURL = o.ServerPID, o.ServerMetrics
+	}
+	if s.endpoint, err = lab.EnsureNexusEndpoint(ctx, s.client(), s.Temporal.Namespace, benchTenant); err != nil {
+		return s, err
 	}
 	s.bare, err = startBare(s.Temporal.Client())
 	return s, err

@@ -10,7 +10,9 @@ import (
 
 	"github.com/abde64c9/courier/config"
 	"github.com/abde64c9/courier/devserver"
+	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/opkey"
+	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/workflows"
 )
 
@@ -58,6 +60,9 @@ func (s *Stack) Banner() string {
 	if m := s.MetricsURL(); m != "" {
 		p("  Worker metrics   %s", m)
 	}
+	p("  Nexus endpoint   %s: service %s, operation %s, tenant %s (task queue %s); callers' namespace %s",
+		s.endpoint, workflows.NexusService, workflows.NexusOperationDeliver, lab.NexusTenant,
+		starter.NexusTaskQueue(lab.NexusTenant), lab.CallerNamespace)
 	p("")
 	p("  Destinations (config/destinations.dev.json):")
 	for _, name := range cfg.Names() {
@@ -98,6 +103,12 @@ func (s *Stack) Banner() string {
 		p("  # 4. Does a destination do what its contract says? (from the Courier checkout)")
 		p("  %s probe ignoring --destinations config/destinations.dev.json", c)
 	}
+	p("")
+	p("  # 5. From your own workflows (examples/order, from the checkout): an order workflow")
+	p("  #    in namespace %s delivers its ticket through the Nexus endpoint; the endpoint", lab.CallerNamespace)
+	p("  #    fixes the tenant (%s). Without --endpoint it runs in %s and starts a child.", lab.NexusTenant, Namespace)
+	p("  TEMPORAL_NAMESPACE=%s go run ./examples/order worker &", lab.CallerNamespace)
+	p("  TEMPORAL_NAMESPACE=%s go run ./examples/order place --id order-%s-3 --endpoint %s", lab.CallerNamespace, run, s.endpoint)
 	if c == "courier" {
 		if _, err := exec.LookPath("courier"); err != nil {
 			p("")

@@ -84,6 +84,7 @@ type Stack struct {
 	ui        *devserver.UI
 	serverLog *os.File
 	metrics   string // the worker's metrics address; empty when off
+	endpoint  string // the Nexus endpoint of lab.NexusTenant
 	started   time.Time
 }
 
@@ -174,6 +175,14 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if err := keepDeliveries(ctx, s.Client()); err != nil {
 		return nil, err
 	}
+	// Other teams' workflows reach Courier through an endpoint that fixes
+	// their tenant; the example callers run in a namespace of their own.
+	if s.endpoint, err = lab.EnsureNexusEndpoint(ctx, s.Client(), Namespace, lab.NexusTenant); err != nil {
+		return nil, err
+	}
+	if err := lab.EnsureCallerNamespace(ctx, s.Client(), lab.CallerNamespace); err != nil {
+		return nil, err
+	}
 	// The dev server's bundled UI takes no settings: this one does not offer
 	// to start or reset a delivery again.
 	if s.ui, err = devserver.StartUI(ctx, devserver.UIOptions{
@@ -187,7 +196,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	// review commands do; only its server is this one.
 	w, err := lab.StartWorker(ctx, lab.WorkerOptions{
 		Courier: o.Courier, Destinations: s.lab.ConfigPath, Temporal: s.lab.Temporal,
-		MetricsAddr: s.metrics, Args: []string{"--log-level", levelOf(o.Logger)}, Log: o.WorkerLog,
+		MetricsAddr: s.metrics, Args: []string{"--log-level", levelOf(o.Logger), "--nexus-tenant", lab.NexusTenant}, Log: o.WorkerLog,
 	})
 	if err != nil {
 		return nil, err
@@ -287,6 +296,10 @@ func (s *Stack) MetricsURL() string {
 	}
 	return ""
 }
+
+// NexusEndpoint is the endpoint through which workflows of other
+// namespaces deliver for tenant lab.NexusTenant.
+func (s *Stack) NexusEndpoint() string { return s.endpoint }
 
 // Stop stops the web UI, the worker (letting in-flight attempts finish),
 // the server and the sandbox, keeping every file for the next start.

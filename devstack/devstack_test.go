@@ -90,6 +90,7 @@ func TestStackKeepsDeliveriesAcrossRestarts(t *testing.T) {
 		"courier deliver --destination helpdesk", s.SandboxURL() + "/admin/faults",
 		`"fault": "close_after_commit"`, "courier deliver --destination legacy",
 		"courier list --state awaiting_review", "courier destination status ", "courier review ",
+		"Nexus endpoint   courier-acme", "place --id order-", "--endpoint courier-acme",
 	} {
 		require.Contains(t, banner, want)
 	}

@@ -155,7 +155,7 @@ func (s *Client) PreviewBulk(ctx context.Context, f BulkFilter, samples int) (Bu
 		if !ok {
 			continue // finished since it was listed
 		}
-		read[i].Summary, read[i].Parked = Summary(st.Operation), st.Review.Requested
+		read[i].Summary, read[i].Parked = workflows.Summary(st.Operation), st.Review.Requested
 		read[i].Evidence = st.Review.Evidence
 	}
 	if f.byStatus() {

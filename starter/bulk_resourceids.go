@@ -93,7 +93,7 @@ func (s *Client) CheckResourceIDs(ctx context.Context, p BulkPreview, lines []Re
 			return nil, fmt.Errorf("line %d: %w", l.Line, err)
 		}
 		return nil, fmt.Errorf("line %d: delivery %s (%s, state %s) is not among the %d deliveries the filter matched",
-			l.Line, l.Key, Summary(st.Operation), st.State, p.Matched)
+			l.Line, l.Key, workflows.Summary(st.Operation), st.State, p.Matched)
 	}
 	return ids, nil
 }

@@ -17,7 +17,6 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/abde64c9/courier/internal/text"
 	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -132,7 +131,7 @@ func (s *Client) startOptions(in workflows.DeliveryInput, h Handle, reuse enumsp
 		// The memo tells the workflow the starter checked this run may send
 		// (its guard against a second run) and shows the web UI the payload.
 		Memo:          map[string]any{workflows.MemoFingerprint: h.Fingerprint},
-		StaticSummary: Summary(in.Operation),
+		StaticSummary: workflows.Summary(in.Operation),
 		StaticDetails: workflows.StaticDetails(in.Operation, h.Key),
 	}
 }
@@ -383,16 +382,6 @@ func (s *Client) settledStatus(ctx context.Context, key string) (workflows.Deliv
 		case <-time.After(busyRetry):
 		}
 	}
-}
-
-// Summary is the web UI's one-line summary of a delivery.
-func Summary(op opkey.Operation) string {
-	// The web UI renders it as Markdown: the caller's values stay text.
-	s := fmt.Sprintf("%s → %s · %s", text.Markdown(op.Operation), text.Markdown(op.Destination), text.Markdown(op.BusinessID))
-	if op.Tenant != "" {
-		s += " (" + text.Markdown(op.Tenant) + ")"
-	}
-	return s
 }
 
 func short(fp string) string {

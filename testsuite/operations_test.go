@@ -369,7 +369,7 @@ func (s *opsStack) uiStart(ctx context.Context, in workflows.DeliveryInput) clie
 		TaskQueue: workflows.TaskQueue,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			workflows.OperationSearchAttributes(in.Operation, key, workflows.StateDelivering)...),
-		StaticSummary: starter.Summary(in.Operation),
+		StaticSummary: workflows.Summary(in.Operation),
 	}, workflows.WorkflowType, in)
 	require.NoError(s.t, err)
 	return run

@@ -20,6 +20,7 @@ import (
 	"github.com/abde64c9/courier/connect"
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/gate/gateclient"
+	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/workflows"
 )
 
@@ -54,6 +55,9 @@ type ProcessOptions struct {
 	ReviewPoll time.Duration
 	// Worker options for every worker of the process.
 	Worker sdkworker.Options
+	// NexusTenants are the tenants whose Nexus endpoints this process
+	// serves (see NexusWorkers); none: no Nexus.
+	NexusTenants []string
 	// CacheSize is how many workflows the process keeps in memory between
 	// their tasks; 0 is DefaultCacheSize.
 	CacheSize int
@@ -88,6 +92,11 @@ func StartProcess(ctx context.Context, o ProcessOptions) (_ *Process, err error)
 	}
 	if len(o.Config.Destinations) == 0 {
 		return nil, errors.New("no destinations configured")
+	}
+	for _, t := range o.NexusTenants {
+		if err := starter.CheckNexusTenant(t); err != nil {
+			return nil, err
+		}
 	}
 	p := &Process{log: logger, metrics: NewMetrics(logger)}
 	defer func() {
@@ -144,6 +153,11 @@ func StartProcess(ctx context.Context, o ProcessOptions) (_ *Process, err error)
 	acts.Gate = gates
 	acts.StopGrace = max(wo.WorkerStopTimeout-stopMargin, wo.WorkerStopTimeout/2)
 	workers := New(p.client, o.Config, acts, wo)
+	nexusWorkers, err := NexusWorkers(p.client, o.NexusTenants, wo)
+	if err != nil {
+		return nil, err
+	}
+	workers = append(workers, nexusWorkers...)
 	for i, w := range workers {
 		if err := w.Start(); err != nil {
 			for _, started := range workers[:i] {
@@ -178,7 +192,7 @@ func StartProcess(ctx context.Context, o ProcessOptions) (_ *Process, err error)
 	}()
 	p.ready.Store(true)
 	logger.Info("courier worker running", "temporal", co.HostPort, "namespace", co.Namespace,
-		"task_queue", workflows.TaskQueue, "destinations", o.Config.Names(), "metrics", p.addr)
+		"task_queue", workflows.TaskQueue, "destinations", o.Config.Names(), "metrics", p.addr, "nexus_tenants", o.NexusTenants)
 	if retention > 0 {
 		// The horizon of "one run per operation": past it a repeated request
 		// starts a new delivery, which only a destination's own dedup stops.

@@ -65,6 +65,17 @@ func UIListPath(namespace, query string) string {
 	return fmt.Sprintf("/namespaces/%s/workflows?query=%s", url.PathEscape(namespace), url.QueryEscape(query))
 }
 
+// Summary is the web UI's one-line summary of a delivery, set by whoever
+// starts it.
+func Summary(op opkey.Operation) string {
+	// The web UI renders it as Markdown: the caller's values stay text.
+	s := fmt.Sprintf("%s → %s · %s", text.Markdown(op.Operation), text.Markdown(op.Destination), text.Markdown(op.BusinessID))
+	if op.Tenant != "" {
+		s += " (" + text.Markdown(op.Tenant) + ")"
+	}
+	return s
+}
+
 // details is the delivery's current details: the state and why in one
 // line, the facts, the latest attempts, and what an operator can do.
 func (d *delivery) details() string {

@@ -48,6 +48,9 @@ const (
 	// delivery carries another payload; its details are the delivery's
 	// fingerprint, then the request's.
 	ErrConflict = "Conflict"
+	// ErrUnknownDelivery is the error type of a Nexus status request for an
+	// operation no delivery has.
+	ErrUnknownDelivery = "UnknownDelivery"
 	// ErrInvalidRequest is the error type of a deliver update refused
 	// because the request itself cannot be read: nothing was sent.
 	ErrInvalidRequest = "InvalidRequest"
@@ -81,6 +84,24 @@ const (
 	ActivityAttempt      = "Attempt"
 	ActivityLookup       = "Lookup"
 	ActivityRemindReview = "RemindReview"
+	// ActivityJoinDelivery runs on task queue courier for a workflow whose
+	// delivery call (package courierwf) found delivery-<key> taken: a child
+	// cannot join a running workflow, so the activity joins it (or reads a
+	// closed one) and waits for its end.
+	ActivityJoinDelivery = "JoinDelivery"
+
+	// NexusService and NexusOperationDeliver name the Nexus service Courier's
+	// workers serve to workflows of other namespaces (see docs/protocol.md).
+	NexusService          = "courier"
+	NexusOperationDeliver = "deliver"
+	// NexusOperationStatus answers at once with the status of the
+	// endpoint's tenant's delivery of an operation: how a caller whose
+	// deliver operation is pending learns that it parked.
+	NexusOperationStatus = "status"
+	// NexusTaskQueuePrefix + tenant is the task queue a tenant's Nexus
+	// endpoint targets: the tenant of a Nexus delivery is the one its
+	// endpoint routes to, never a field the caller fills in.
+	NexusTaskQueuePrefix = "courier-nexus-"
 )
 
 // Search attributes (Keyword) for the Temporal web UI and visibility queries.

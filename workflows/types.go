@@ -60,12 +60,25 @@ func (s Status) Delivered() bool {
 // NotDeliveredResult is the result of a delivery that ended without an
 // effect, from the error its run's Get returns (its failure's details).
 func NotDeliveredResult(err error) (DeliveryResult, bool) {
-	var app *temporal.ApplicationError
 	var res DeliveryResult
-	if !errors.As(err, &app) || app.Type() != ErrNotDelivered || app.Details(&res) != nil {
+	app, ok := Failure(err, ErrNotDelivered)
+	if !ok || app.Details(&res) != nil {
 		return DeliveryResult{}, false
 	}
 	return res, true
+}
+
+// Failure finds the failure of type typ (ErrNotDelivered, ErrConflict,
+// ErrInvalidRequest) in err's chain: under a child's, an activity's or a
+// Nexus operation's error, and under the caller's own wrapping, which a
+// workflow's failure carries as an application error of its own.
+func Failure(err error, typ string) (*temporal.ApplicationError, bool) {
+	for ; err != nil; err = errors.Unwrap(err) {
+		if app, ok := err.(*temporal.ApplicationError); ok && app.Type() == typ {
+			return app, true
+		}
+	}
+	return nil, false
 }
 
 // State is where a running delivery is; a finished one's state is its Status.

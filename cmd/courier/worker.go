@@ -5,13 +5,14 @@ import (
 
 	"github.com/abde64c9/courier/internal/cli"
 	"github.com/abde64c9/courier/worker"
+	"github.com/abde64c9/courier/workflows"
 )
 
 func workerCommand() *cobra.Command {
 	var o worker.ProcessOptions
 	var destinationsFlag string
 	c := &cobra.Command{
-		Use:   "worker --destinations FILE [--metrics ADDR] [--log-level LEVEL] [--log-format text|json]",
+		Use:   "worker --destinations FILE [--nexus-tenant TENANT]... [--metrics ADDR] [--log-level LEVEL] [--log-format text|json]",
 		Short: "run a worker: deliveries and their activities",
 		Long: `Runs Delivery workflows and their attempts. Connects with Temporal's standard
 client environment: TEMPORAL_ADDRESS (default localhost:7233),
@@ -24,6 +25,7 @@ TEMPORAL_PROFILE. The destinations file is --destinations, else $COURIER_DESTINA
 		Annotations: cli.Exits(cli.BasicExits...),
 	}
 	c.Flags().StringVar(&destinationsFlag, "destinations", "", "destinations `file` (JSON), e.g. config/destinations.dev.json (required, unless $"+envDestinations+" names it)")
+	c.Flags().StringSliceVar(&o.NexusTenants, "nexus-tenant", nil, "serve Nexus operations for this `tenant` on task queue "+workflows.NexusTaskQueuePrefix+"<tenant> (repeatable); its endpoint decides the tenant")
 	c.Flags().StringVar(&o.MetricsAddr, "metrics", "", "serve Prometheus metrics on `ADDR` (/metrics, and /healthz), e.g. :9090; empty: off")
 	_ = c.MarkFlagFilename("destinations", "json")
 	logs := cli.AddLogFlags(c, true)

@@ -13,7 +13,7 @@ func TestProductionImportsNoLab(t *testing.T) {
 	const mod = "github.com/abde64c9/courier/"
 	lab := []string{"internal/lab", "internal/wftest", "testsuite", "bench", "soak", "sandbox", "devstack", "devserver", "deploy", "webui", "cmd/courier-lab"}
 	for pkg, banned := range map[string][]string{
-		"./cmd/courier ./workflows/... ./worker/... ./starter/... ./contract/... ./destinations/... ./codec/... ./connect/... ./opkey/...": lab,
+		"./cmd/courier ./courierwf/... ./workflows/... ./worker/... ./starter/... ./contract/... ./destinations/... ./codec/... ./connect/... ./opkey/...": lab,
 		"./activities/...": {"workflows", "internal/lab", "testsuite"},
 	} {
 		args := append([]string{"list", "-deps"}, strings.Fields(pkg)...)

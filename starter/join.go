@@ -1,0 +1,105 @@
+package starter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/abde64c9/courier/workflows"
+)
+
+// JoinDelivery is activity workflows.ActivityJoinDelivery, which Courier's
+// workers run for a workflow whose delivery call (courierwf.Deliver) found
+// delivery-<key> taken: Temporal starts a child only under a free workflow
+// ID, so the call joins here, as Start does, and waits for the delivery's
+// end, heartbeating. A parked delivery keeps it waiting; each attempt waits
+// until its start-to-close timeout and the next joins again, which sends
+// nothing. Its failures are typed as the workflow's: ErrInvalidRequest,
+// ErrConflict, and ErrNotDelivered with the result as details.
+func (s *Client) JoinDelivery(ctx context.Context, in workflows.DeliveryInput) (workflows.DeliveryResult, error) {
+	h, err := s.Start(ctx, in)
+	if err != nil {
+		return workflows.DeliveryResult{}, TypedFailure(err)
+	}
+	stop := heartbeat(ctx)
+	defer stop()
+	return s.final(ctx, h)
+}
+
+// final waits for the end of h's run and returns its result: a delivered
+// one, or a typed NotDelivered failure carrying it.
+func (s *Client) final(ctx context.Context, h Handle) (workflows.DeliveryResult, error) {
+	res, err := s.Result(ctx, h.Key, h.RunID)
+	var term *temporal.TerminatedError
+	var timeout *temporal.TimeoutError
+	if errors.As(err, &term) || errors.As(err, &timeout) {
+		// The server ended it: what it recorded until then, and how.
+		st, serr := s.runStatus(ctx, h.Key, h.RunID)
+		if serr != nil {
+			return res, fmt.Errorf("read delivery %s: %w", h.Key, serr)
+		}
+		res, err = st.DeliveryResult, nil
+	}
+	if err != nil {
+		return res, err
+	}
+	if !res.Status.Delivered() {
+		return res, NotDelivered(res)
+	}
+	return res, nil
+}
+
+// NotDelivered is the failure of a delivery that ended without an effect,
+// as its run fails: type workflows.ErrNotDelivered, the result as details
+// (workflows.NotDeliveredResult reads it back).
+func NotDelivered(res workflows.DeliveryResult) error {
+	msg := string(res.Status)
+	if res.Error != "" {
+		msg += ": " + res.Error
+	}
+	return temporal.NewNonRetryableApplicationError(msg, workflows.ErrNotDelivered, nil, res)
+}
+
+// TypedFailure turns Start's refusals into the failures every SDK can tell
+// apart by type (workflows.ErrInvalidRequest; workflows.ErrConflict with the
+// delivery's fingerprint, then the request's), neither retried; any other
+// error is returned as it is.
+func TypedFailure(err error) error {
+	var invalid *InvalidRequestError
+	var conflict *ConflictError
+	switch {
+	case errors.As(err, &invalid):
+		return temporal.NewNonRetryableApplicationError(invalid.Error()+"; nothing was sent", workflows.ErrInvalidRequest, nil)
+	case errors.As(err, &conflict):
+		return temporal.NewNonRetryableApplicationError(conflict.Error(), workflows.ErrConflict, nil,
+			conflict.ExistingFingerprint, conflict.RequestFingerprint)
+	}
+	return err
+}
+
+// heartbeatEvery is how often a waiting activity heartbeats; the callers'
+// heartbeat timeout is a few times it.
+const heartbeatEvery = 5 * time.Second
+
+// heartbeat records heartbeats until stop is called, so that a lost worker
+// is noticed at the heartbeat timeout and another takes the wait over.
+func heartbeat(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		t := time.NewTicker(heartbeatEvery)
+		defer t.Stop()
+		for {
+			activity.RecordHeartbeat(ctx)
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return cancel
+}
