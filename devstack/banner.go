@@ -3,13 +3,10 @@ package devstack
 import (
 	"fmt"
 	"net/url"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 
 	"github.com/abde64c9/courier/config"
-	"github.com/abde64c9/courier/devserver"
 	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/starter"
@@ -69,7 +66,10 @@ func (s *Stack) Banner() string {
 		p("    %-9s dedup %-14s %s", name, cfg.Destinations[name].Contract.Dedup, notes[name])
 	}
 
-	c := s.o.Command
+	// The commands are written as the product is installed, as the details
+	// and the README write them; the PATH export puts this stack's own
+	// courier first.
+	const c = "courier"
 	run := s.started.Format("150405")
 	dup := opkey.Operation{Destination: "helpdesk", Operation: "create-ticket", BusinessID: "order-" + run + "-1"}
 	unk := opkey.Operation{Destination: "legacy", Operation: "create-ticket", BusinessID: "order-" + run + "-2"}
@@ -82,6 +82,7 @@ func (s *Stack) Banner() string {
 	p("")
 	p("  export TEMPORAL_ADDRESS=%s", s.hostPort())
 	p("  export COURIER_DESTINATIONS=%s   # the dev worker's destinations file", s.destinationsPath())
+	p("  export PATH=%s:$PATH   # the courier the dev worker runs", s.courierDir())
 	p("")
 	p("  # 1. One ticket, asked for twice: created, then duplicate (the same receipt)")
 	p("  %s", deliver(dup, "Printer on fire"))
@@ -96,7 +97,7 @@ func (s *Stack) Banner() string {
 	p("  %s list --state %s", c, workflows.StateAwaitingReview)
 	p("  %s destination status   # every destination: its gate, and what waits at it (legacy: 1 parked)", c)
 	p("  curl -s '%s/admin/records?destination=legacy'   # the ticket is there: note its id", s.SandboxURL())
-	p("  %s review %s --decision delivered --reviewer you --resource-id ticket-N --note 'found in legacy'",
+	p("  %s review %s --decision delivered --reviewer you --resource-id <TICKET-ID> --note 'found in legacy'",
 		c, opkey.Key(unk))
 	if s.SandboxURL() == "http://"+config.DevSandboxAddr {
 		p("")
@@ -109,14 +110,17 @@ func (s *Stack) Banner() string {
 	p("  #    fixes the tenant (%s). Without --endpoint it runs in %s and starts a child.", lab.NexusTenant, Namespace)
 	p("  TEMPORAL_NAMESPACE=%s go run ./examples/order worker &", lab.CallerNamespace)
 	p("  TEMPORAL_NAMESPACE=%s go run ./examples/order place --id order-%s-3 --endpoint %s", lab.CallerNamespace, run, s.endpoint)
-	if c == "courier" {
-		if _, err := exec.LookPath("courier"); err != nil {
-			p("")
-			p("  (courier is not on your PATH: `go install ./cmd/courier` from the checkout, or use `go run ./cmd/courier`)")
-		}
-	}
 	p("")
 	return b.String()
+}
+
+// courierDir is the folder of the courier binary the worker runs,
+// absolute, for the banner's PATH export.
+func (s *Stack) courierDir() string {
+	if abs, err := filepath.Abs(s.o.Courier); err == nil {
+		return filepath.Dir(abs)
+	}
+	return filepath.Dir(s.o.Courier)
 }
 
 // destinationsPath is the dev worker's destinations file, absolute so that
@@ -126,18 +130,4 @@ func (s *Stack) destinationsPath() string {
 		return abs
 	}
 	return s.lab.ConfigPath
-}
-
-// guessCommand is how a user in this directory runs courier: the installed
-// binary, or `go run` from the checkout's root.
-func guessCommand() string {
-	if _, err := exec.LookPath("courier"); err == nil {
-		return "courier"
-	}
-	root, err := devserver.RepoRoot()
-	wd, _ := os.Getwd()
-	if err == nil && root == wd {
-		return "go run ./cmd/courier"
-	}
-	return "courier"
 }

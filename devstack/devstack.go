@@ -73,8 +73,6 @@ type Options struct {
 	// Progress receives what takes a while (building the Temporal CLI); nil
 	// discards.
 	Progress io.Writer
-	// Command is how the printed examples invoke courier; empty: guessed.
-	Command string
 }
 
 // Stack is a running dev stack.
@@ -99,9 +97,6 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	}
 	if o.Dir == "" {
 		o.Dir = DefaultDir
-	}
-	if o.Command == "" {
-		o.Command = guessCommand()
 	}
 	for _, p := range []struct {
 		port int

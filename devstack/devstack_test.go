@@ -69,7 +69,6 @@ func TestStackKeepsDeliveriesAcrossRestarts(t *testing.T) {
 		MetricsAddr: "127.0.0.1:0",
 		Courier:     courier,
 		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Command:     "courier",
 	}
 
 	s, err := devstack.Start(ctx, o)
@@ -85,7 +84,7 @@ func TestStackKeepsDeliveriesAcrossRestarts(t *testing.T) {
 	awaiting := s.AwaitingReviewURL()
 	require.Equal(t, s.UIURL()+"/namespaces/default/workflows?query=CourierState%3D%22awaiting_review%22", awaiting)
 	for _, want := range []string{
-		s.UIURL(), awaiting, s.DeliveriesURL(), s.SandboxURL(), s.MetricsURL(), "export TEMPORAL_ADDRESS=127.0.0.1:",
+		s.UIURL(), awaiting, s.DeliveriesURL(), s.SandboxURL(), s.MetricsURL(), "export TEMPORAL_ADDRESS=127.0.0.1:", "export PATH=",
 		"export COURIER_DESTINATIONS=" + filepath.Join(o.Dir, lab.DestinationsFile) + " ",
 		"courier deliver --destination helpdesk", s.SandboxURL() + "/admin/faults",
 		`"fault": "close_after_commit"`, "courier deliver --destination legacy",
@@ -158,23 +157,32 @@ func TestStackKeepsDeliveriesAcrossRestarts(t *testing.T) {
 	stopped = true
 }
 
-// deskFromBanner runs the banner's `courier destination status` with its
-// exports, until it lists every dev destination and legacy's parked
-// delivery (visibility catches up a moment later).
+// deskFromBanner runs the banner's `courier destination status` after its
+// exports, in a shell as a person pastes them, until it lists every dev
+// destination and legacy's parked delivery (visibility catches up a moment
+// later). The exports alone find the server, the file and the courier.
 func deskFromBanner(t *testing.T, courier, banner string) {
 	t.Helper()
-	var env []string
-	for _, m := range regexp.MustCompile(`(?m)^\s*export (\w+=\S+)`).FindAllStringSubmatch(banner, -1) {
-		env = append(env, m[1])
+	exports := regexp.MustCompile(`(?m)^\s*export (\w+)=(\S+)`).FindAllStringSubmatch(banner, -1)
+	var names, script []string
+	file := ""
+	for _, m := range exports {
+		names = append(names, m[1])
+		script = append(script, "export "+m[1]+"="+m[2])
+		if m[1] == "COURIER_DESTINATIONS" {
+			file = m[2]
+		}
 	}
-	require.Len(t, env, 2, "TEMPORAL_ADDRESS and COURIER_DESTINATIONS")
-	cfg, err := destinations.Load(strings.TrimPrefix(env[1], "COURIER_DESTINATIONS="))
+	require.Equal(t, []string{"TEMPORAL_ADDRESS", "COURIER_DESTINATIONS", "PATH"}, names)
+	require.Contains(t, banner, "export PATH="+filepath.Dir(courier)+":$PATH", "the courier the worker runs comes first")
+	cfg, err := destinations.Load(file)
 	require.NoError(t, err, "the exported file is the worker's")
+	script = append(script, "courier destination status --json")
 	var out []byte
 	var parked int64
 	require.Eventually(t, func() bool {
-		cmd := exec.Command(courier, "destination", "status", "--json")
-		cmd.Env = append(os.Environ(), env...)
+		cmd := exec.Command("bash", "-c", strings.Join(script, "\n"))
+		cmd.Env = os.Environ()
 		var err error
 		if out, err = cmd.Output(); err != nil {
 			return false

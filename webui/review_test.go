@@ -265,7 +265,6 @@ func startDevStack(t *testing.T, ctx context.Context, courier string) *devstack.
 		MetricsAddr: "127.0.0.1:0",
 		Courier:     courier,
 		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Command:     "courier",
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Stop() })
