@@ -126,9 +126,7 @@ func (s *Client) nexusStart(ctx context.Context, nc temporalnexus.NexusClient, i
 	// Taken. The deliver update's validator is the join check: accepted,
 	// the running delivery carries this payload, and the callback is
 	// attached to it; refused, another payload, and nothing is attached.
-	join := deliverUpdate(h, workflows.DeliverUpdateID(h.Fingerprint, 0), "", client.WorkflowUpdateStageAccepted)
-	join.RunID = started.RunId
-	_, err = s.c.UpdateWorkflow(ctx, join)
+	err = s.joinCheck(ctx, h, started.RunId)
 	var nf *serviceerror.NotFound
 	switch {
 	case err == nil:
@@ -145,8 +143,7 @@ func (s *Client) nexusStart(ctx context.Context, nc temporalnexus.NexusClient, i
 		// closed and another payload's run begun between the two calls,
 		// this check refuses the operation (the callback then finds it
 		// failed and is dropped).
-		join.RunID = ""
-		if _, err := s.c.UpdateWorkflow(ctx, join); err != nil && !errors.As(err, &nf) {
+		if err := s.joinCheck(ctx, h, ""); err != nil && !errors.As(err, &nf) {
 			return nexusResult{}, failed(TypedFailure(s.conflictOr(h, err)))
 		}
 		return r, nil

@@ -149,9 +149,7 @@ func (s *Client) start(ctx context.Context, in workflows.DeliveryInput, h Handle
 		return Handle{}, fmt.Errorf("start delivery %s: %w", h.Key, err)
 	}
 	// Running: the workflow's validator accepts the join or calls it a conflict.
-	join := deliverUpdate(h, workflows.DeliverUpdateID(h.Fingerprint, 0), "", client.WorkflowUpdateStageAccepted)
-	join.RunID = started.RunId
-	_, err = s.c.UpdateWorkflow(ctx, join)
+	err = s.joinCheck(ctx, h, started.RunId)
 	var nf *serviceerror.NotFound
 	switch {
 	case err == nil:
@@ -389,4 +387,14 @@ func short(fp string) string {
 		return fp[:12]
 	}
 	return fp
+}
+
+// joinCheck asks the deliver update's validator of run runID (empty: the
+// latest) whether h's payload joins it: nil when it does, a conflict when
+// the run carries another payload, NotFound when the run has closed.
+func (s *Client) joinCheck(ctx context.Context, h Handle, runID string) error {
+	join := deliverUpdate(h, workflows.DeliverUpdateID(h.Fingerprint, 0), "", client.WorkflowUpdateStageAccepted)
+	join.RunID = runID
+	_, err := s.c.UpdateWorkflow(ctx, join)
+	return err
 }
