@@ -23,7 +23,7 @@ const (
 )
 
 // phaseNames are the test's phases, in the order they run.
-var phaseNames = []string{"faultlab", "soak", "split"}
+var phaseNames = []string{"auth", "faultlab", "soak", "split"}
 
 // testFailed: the test ran and its table says what failed.
 type testFailed struct{}
@@ -59,6 +59,8 @@ func (t *topo) test(ctx context.Context, phases []string) error {
 	var rows []row
 	for _, p := range phases {
 		switch p {
+		case "auth":
+			rows = append(rows, t.auth(ctx))
 		case "faultlab":
 			rows = append(rows, t.faultlab(ctx, courierLab))
 		case "soak":
