@@ -180,7 +180,9 @@ func batchSignal(ctx context.Context, service, reviewer, reader client.Client) e
 	if err != nil {
 		return fmt.Errorf("start the probe: %w", err)
 	}
-	defer func() { _ = service.TerminateWorkflow(context.WithoutCancel(ctx), probe, run.GetRunID(), "topology test: probe done") }()
+	defer func() {
+		_ = service.TerminateWorkflow(context.WithoutCancel(ctx), probe, run.GetRunID(), "topology test: probe done")
+	}()
 	req := func(job string) *workflowservice.StartBatchOperationRequest {
 		return &workflowservice.StartBatchOperationRequest{
 			Namespace: "default", JobId: job, Reason: "topology test: a batch signal under authorization",
