@@ -79,7 +79,7 @@ temporal-sql-tool: $(TEMPORAL_SQL_TOOL)
 $(TEMPORAL_SQL_TOOL):
 	GOBIN=$(CURDIR)/bin/temporal-sql-tool go install go.temporal.io/server/cmd/tools/sql@$(TEMPORAL_SERVER_VERSION)
 
-## topology-up: the production topology without Docker, NODES=1|2 (PostgreSQL, Temporal server nodes, sandbox, 3 workers)
+## topology-up: the production topology without Docker, NODES=1|2 (PostgreSQL, the token issuer, Temporal server nodes checking callers, sandbox, 3 workers)
 topology-up: $(TEMPORAL_SERVER) $(TEMPORAL_SQL_TOOL)
 	go run ./deploy/topology up --nodes $(NODES)
 
@@ -87,6 +87,6 @@ topology-up: $(TEMPORAL_SERVER) $(TEMPORAL_SQL_TOOL)
 topology-down:
 	go run ./deploy/topology down
 
-## topology-test: from nothing, 2 nodes: faultlab, the chaos soak with a node SIGKILLed, a node kill under load; then down
+## topology-test: from nothing, 2 nodes: callers checked by role, faultlab, the chaos soak with a node SIGKILLed, a node kill under load; then down
 topology-test: $(TEMPORAL_SERVER) $(TEMPORAL_SQL_TOOL)
 	go run ./deploy/topology test

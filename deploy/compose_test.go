@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/devserver"
+	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/workflows"
 )
 
@@ -41,6 +43,7 @@ type composeFile struct {
 
 type service struct {
 	Image           string                `yaml:"image"`
+	User            string                `yaml:"user"`
 	Build           *build                `yaml:"build"`
 	Command         stringList            `yaml:"command"`
 	Entrypoint      stringList            `yaml:"entrypoint"`
@@ -158,12 +161,25 @@ func TestComposeCheckCatchesMistakes(t *testing.T) {
 		{"secret missing from the environment", func(c *composeFile) {
 			delete(c.Services["worker"].Environment, "HELPDESK_TOKEN")
 		}, "HELPDESK_TOKEN"},
-		{"colliding host ports", inService("sandbox", func(s *service) { s.Ports = []string{"8080:8081"} }), "host port 8080"},
+		{"colliding host ports", inService("sandbox", func(s *service) { s.Ports = []string{"127.0.0.1:8080:8081"} }), "host port 8080"},
+		{"port on every interface", inService("sandbox", func(s *service) { s.Ports = []string{"8081:8081"} }), "published on loopback only"},
+		{"port on another interface", inService("temporal", func(s *service) { s.Ports = []string{"0.0.0.0:7233:7233"} }), "published on loopback only"},
 		{"search attribute missing", inService("temporal-setup", func(s *service) {
 			s.Command = stringList{strings.Replace(s.Command[0], "--name CourierState --type Keyword", "", 1)}
 		}), "CourierState"},
 		{"healthy dependency without healthcheck", inService("sandbox", func(s *service) { s.Healthcheck = nil }), `waits for "sandbox" to be healthy, which has no healthcheck`},
 		{"unpinned image", inService("temporal-ui", func(s *service) { s.Image = "temporalio/ui:latest" }), "temporalio/ui:latest"},
+		{"worker with the reader's token", func(c *composeFile) {
+			c.Services["worker"].Environment["TEMPORAL_CONFIG_FILE"] = "/issuer/reader.toml"
+		}, "does not read /issuer/worker.toml"},
+		{"key set from another service", func(c *composeFile) {
+			c.Services["temporal"].Environment["TEMPORAL_JWT_KEY_SOURCE1"] = "http://sandbox:8081/.well-known/jwks.json"
+		}, "temporal uses sandbox but does not wait"},
+		{"issuer's tokens in its container only", inService("issuer", func(s *service) { s.Volumes = nil }), "--dir /data is not a volume"},
+		{"setup before the issuer", inService("temporal-setup", func(s *service) {
+			s.DependsOn = maps.Clone(s.DependsOn)
+			delete(s.DependsOn, "issuer")
+		}), "temporal-setup reads a token but does not wait for the issuer"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := loadCompose(t)
@@ -229,11 +245,14 @@ func checkCompose(c composeFile, flags programFlags) []string {
 			}
 		}
 		for _, p := range s.Ports {
-			host, _, ok := strings.Cut(p, ":")
-			if !ok {
-				bad("%s: port %q must be HOST:CONTAINER", name, p)
+			// Published on loopback only: reaching a service from another
+			// host is a decision, made by editing this file.
+			parts := strings.Split(p, ":")
+			if len(parts) != 3 || parts[0] != "127.0.0.1" {
+				bad("%s: port %q must be 127.0.0.1:HOST:CONTAINER (published on loopback only)", name, p)
 				continue
 			}
+			host := parts[1]
 			if other, taken := hostPorts[host]; taken {
 				bad("%s and %s both publish host port %s", other, name, host)
 			}
@@ -262,7 +281,70 @@ func checkCompose(c composeFile, flags programFlags) []string {
 		}
 	}
 	problems = append(problems, checkVersions(c)...)
+	problems = append(problems, checkCallers(c)...)
 	return problems
+}
+
+// tokenUsers are the services that read a token from the issuer's volume,
+// the role each reads and how: the worker its client profile
+// (TEMPORAL_CONFIG_FILE), the setup job the admin's token in its script.
+var tokenUsers = map[string]string{"worker": "worker.toml", "temporal-setup": "admin.token"}
+
+// checkCallers: the issuer runs as the native topology's does (courier-lab
+// issuer), keeps its key and tokens in a volume, serves the key set the
+// server reads, and each service that calls the server reads its own
+// role's token from that volume, once the issuer is healthy.
+func checkCallers(c composeFile) []string {
+	var problems []string
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	is, ok := c.Services["issuer"]
+	if !ok || len(is.Command) == 0 || is.Command[0] != "issuer" {
+		return []string{"no issuer service running `courier-lab issuer`: nothing signs the callers' tokens"}
+	}
+	vol := volumeAt(is, flagValue(is.Command, "--dir"))
+	if vol == "" {
+		bad("issuer: --dir %s is not a volume: its key and tokens would not outlive it nor reach the callers", flagValue(is.Command, "--dir"))
+	}
+	src := c.Services["temporal"].Environment["TEMPORAL_JWT_KEY_SOURCE1"]
+	u, err := url.Parse(src)
+	switch {
+	case err != nil || u.Scheme != "http" || u.Path != JWKSPath:
+		bad("temporal: TEMPORAL_JWT_KEY_SOURCE1 %q: want http://issuer:PORT%s", src, JWKSPath)
+	default:
+		problems = append(problems, checkAddress(c, "temporal", "TEMPORAL_JWT_KEY_SOURCE1 "+src, u.Host)...)
+	}
+	for _, name := range slices.Sorted(maps.Keys(tokenUsers)) {
+		s := c.Services[name]
+		if d, ok := s.DependsOn["issuer"]; !ok || d.Condition != "service_healthy" {
+			bad("%s reads a token but does not wait for the issuer to be healthy", name)
+		}
+		at := ""
+		for _, v := range s.Volumes {
+			if parts := strings.Split(v, ":"); parts[0] == vol && len(parts) > 1 {
+				at = parts[1]
+			}
+		}
+		if at == "" {
+			bad("%s does not mount the issuer's volume %q", name, vol)
+			continue
+		}
+		want := path.Join(at, tokenUsers[name])
+		if !strings.Contains(s.Environment["TEMPORAL_CONFIG_FILE"]+"\n"+strings.Join(s.Command, "\n"), want) {
+			bad("%s: does not read %s, its role's token", name, want)
+		}
+	}
+	return problems
+}
+
+// volumeAt is the named volume a service mounts at dir, or "".
+func volumeAt(s service, dir string) string {
+	for _, v := range s.Volumes {
+		parts := strings.Split(v, ":")
+		if len(parts) > 1 && parts[1] == dir && !strings.HasPrefix(parts[0], ".") {
+			return parts[0]
+		}
+	}
+	return ""
 }
 
 // checkAddress checks a host:port inside the compose network: the host is a
@@ -296,7 +378,7 @@ func containerPorts(s service) []string {
 		parts := strings.Split(p, ":")
 		ports = append(ports, parts[len(parts)-1])
 	}
-	if len(s.Command) > 0 && s.Command[0] == "sandbox" {
+	if len(s.Command) > 0 && (s.Command[0] == "sandbox" || s.Command[0] == "issuer") {
 		if a := flagValue(s.Command, "--addr"); a != "" {
 			if _, port, err := net.SplitHostPort(a); err == nil {
 				ports = append(ports, port)
@@ -343,7 +425,7 @@ func checkCourierService(c composeFile, name string, s service, flags programFla
 	switch s.Command[0] {
 	case "worker":
 		problems = append(problems, checkWorker(c, name, s)...)
-	case "sandbox":
+	case "sandbox", "issuer":
 		if a := flagValue(s.Command, "--addr"); !strings.HasPrefix(a, "0.0.0.0:") {
 			bad("%s: --addr %q must listen on 0.0.0.0 to be reachable from other containers", name, a)
 		}
@@ -742,7 +824,8 @@ type serverConfig struct {
 		} `yaml:"rpc"`
 	} `yaml:"services"`
 	Global struct {
-		Metrics struct {
+		Authorization authorization `yaml:"authorization"`
+		Metrics       struct {
 			Prometheus struct {
 				ListenAddress string `yaml:"listenAddress"`
 			} `yaml:"prometheus"`
@@ -751,6 +834,16 @@ type serverConfig struct {
 	DynamicConfigClient struct {
 		Filepath string `yaml:"filepath"`
 	} `yaml:"dynamicConfigClient"`
+}
+
+type authorization struct {
+	JWTKeyProvider struct {
+		KeySourceURIs []string `yaml:"keySourceURIs"`
+	} `yaml:"jwtKeyProvider"`
+	PermissionsClaimName string `yaml:"permissionsClaimName"`
+	Audience             string `yaml:"audience"`
+	Authorizer           string `yaml:"authorizer"`
+	ClaimMapper          string `yaml:"claimMapper"`
 }
 
 type datastore struct {
@@ -840,6 +933,18 @@ func TestServerConfigCheckCatchesMistakes(t *testing.T) {
 		config func(string) string
 		want   string
 	}{
+		{name: "compose without the internal frontend", break_: inService("temporal", func(s *service) {
+			s.Entrypoint = slices.DeleteFunc(slices.Clone(s.Entrypoint), func(a string) bool { return a == "internal-frontend" })
+		}), want: "starts services"},
+		{name: "compose lets callers in unchecked", break_: inService("temporal", func(s *service) {
+			s.Entrypoint = append(slices.Clone(s.Entrypoint), "--allow-no-auth")
+		}), want: "--allow-no-auth"},
+		{name: "config without an authorizer", config: func(s string) string {
+			return strings.Replace(s, "authorizer: default", "authorizer: \"\"", 1)
+		}, want: "default authorizer"},
+		{name: "config wants another audience", config: func(s string) string {
+			return strings.Replace(s, `default "courier"`, `default "temporal"`, 1)
+		}, want: "audience"},
 		{name: "compose runs the image's own config", break_: inService("temporal", func(s *service) {
 			s.Entrypoint = nil
 		}), want: "entrypoint"},
@@ -903,9 +1008,23 @@ func checkServerConfig(c composeFile, configDir string, r render) []string {
 
 	// Compose runs the server on the topology's file.
 	ep := s.Entrypoint
-	if len(ep) < 2 || ep[0] != "temporal-server" || ep[len(ep)-1] != "start" {
+	start := slices.Index(ep, "start")
+	if len(ep) < 2 || ep[0] != "temporal-server" || start < 0 {
 		bad("temporal: entrypoint %q: want temporal-server ... start, on the topology's configuration", ep)
 		return problems
+	}
+	// The services the native nodes start, and an authorizer required.
+	var services []string
+	for i := start + 1; i < len(ep); i++ {
+		if ep[i] == "--service" && i+1 < len(ep) {
+			services = append(services, ep[i+1])
+		}
+	}
+	if !slices.Equal(services, ServerServices) {
+		bad("temporal: starts services %v; the nodes start %v", services, ServerServices)
+	}
+	if slices.Contains(ep, "--allow-no-auth") {
+		bad("temporal: --allow-no-auth: the server checks every caller")
 	}
 	root, conf, env := flagValue(ep, "--root"), flagValue(ep, "--config"), flagValue(ep, "--env")
 	inContainer := path.Join(root, conf) // as the server's start joins them
@@ -930,6 +1049,14 @@ func checkServerConfig(c composeFile, configDir string, r render) []string {
 	if err != nil {
 		bad("temporal: %v", err)
 		return problems
+	}
+	auth := composeCfg.Global.Authorization
+	if auth.Authorizer != "default" || auth.ClaimMapper != "default" || len(auth.JWTKeyProvider.KeySourceURIs) == 0 {
+		bad("temporal: authorizer %q, claim mapper %q, key sets %v: want Temporal's default authorizer and claim mapper on a JWKS",
+			auth.Authorizer, auth.ClaimMapper, auth.JWTKeyProvider.KeySourceURIs)
+	}
+	if auth.Audience != lab.IssuerAudience {
+		bad("temporal: the server wants audience %q, the issuer's tokens carry %q", auth.Audience, lab.IssuerAudience)
 	}
 	addr := composeCfg.Persistence.Datastores[composeCfg.Persistence.DefaultStore].SQL.ConnectAddr
 	problems = append(problems, checkAddress(c, "temporal", "the stores' connectAddr "+addr, addr)...)
@@ -981,6 +1108,14 @@ func checkServerConfig(c composeFile, configDir string, r render) []string {
 		case p != plugin || !slices.Equal(d, dbs):
 			bad("node %d: stores %s %v; compose's %s %v", i, p, d, plugin, dbs)
 		}
+		na := cfg.Global.Authorization
+		if !slices.Equal(na.JWTKeyProvider.KeySourceURIs, []string{JWKSURL()}) {
+			bad("node %d: key sets %v, want the topology's issuer %s", i, na.JWTKeyProvider.KeySourceURIs, JWKSURL())
+		}
+		na.JWTKeyProvider = auth.JWTKeyProvider
+		if !reflect.DeepEqual(na, auth) {
+			bad("node %d: authorization %+v; compose's %+v", i, na, auth)
+		}
 		if cfg.Persistence.NumHistoryShards != composeCfg.Persistence.NumHistoryShards {
 			bad("node %d: numHistoryShards %d; compose's %d", i, cfg.Persistence.NumHistoryShards, composeCfg.Persistence.NumHistoryShards)
 		}
@@ -994,6 +1129,7 @@ func checkServerConfig(c composeFile, configDir string, r render) []string {
 		for svc, want := range map[string][2]int{
 			"frontend": {n.Frontend, n.FrontendRing}, "history": {n.History, n.HistoryRing},
 			"matching": {n.Matching, n.MatchingRing}, "worker": {n.Worker, n.WorkerRing},
+			"internal-frontend": {n.Internal, n.InternalRing},
 		} {
 			rpc := cfg.Services[svc].RPC
 			if rpc.GRPCPort != want[0] || rpc.MembershipPort != want[1] {

@@ -23,11 +23,30 @@ const (
 	DynamicConfig = "deploy/dynamicconfig/courier.yaml"
 )
 
+// ServerServices are the services every node runs: Temporal's defaults and
+// the internal frontend, which Temporal's own worker service (batch jobs,
+// system workflows) calls instead of the public frontend, so that its calls
+// need no token while every caller of the public frontend needs one.
+var ServerServices = []string{"frontend", "internal-frontend", "history", "matching", "worker"}
+
+// ServerArgs are the server's arguments after its binary, with the config
+// folder as the checkout (root) names it.
+func ServerArgs(root string) []string {
+	args := []string{"--root", root, "--config", ServerConfigDir, "--env", ServerConfigEnv, "start"}
+	for _, s := range ServerServices {
+		args = append(args, "--service", s)
+	}
+	return args
+}
+
 // The native topology's ports: all on 127.0.0.1, all in 23000-23499, all
 // below 32768 (a membership port must fit PostgreSQL's SMALLINT).
 const (
 	PostgresPort = 23432
 	SandboxPort  = 23480
+	// IssuerPort serves the lab issuer's key set, which every node's
+	// authorizer checks tokens against.
+	IssuerPort = 23470
 	// WorkerMetricsPort is the first worker's /metrics and /healthz; the
 	// others follow.
 	WorkerMetricsPort = 23481
@@ -42,12 +61,15 @@ type Node struct {
 	// gRPC, membership and HTTP ports by service, and the Prometheus port.
 	Frontend, FrontendHTTP, History, Matching, Worker   int
 	FrontendRing, HistoryRing, MatchingRing, WorkerRing int
-	Metrics                                             int
+	// The internal frontend: Temporal's own worker service calls it.
+	Internal, InternalHTTP, InternalRing int
+	Metrics                              int
 }
 
 // TopologyNode is node n's ports: the block 23000 + 100n, laid out as
 // Temporal's defaults are around 7233 (frontend +33, history +34, matching
-// +35, worker +39, frontend HTTP +43, membership +63 to +69, metrics +90).
+// +35, internal frontend +36, worker +39, frontend HTTP +43, internal
+// frontend HTTP +46, membership +63 to +69, metrics +90).
 func TopologyNode(n int) (Node, error) {
 	if n < 1 || n > MaxNodes {
 		return Node{}, fmt.Errorf("node %d: the topology has nodes 1 to %d", n, MaxNodes)
@@ -56,6 +78,7 @@ func TopologyNode(n int) (Node, error) {
 	return Node{N: n,
 		Frontend: b + 33, History: b + 34, Matching: b + 35, Worker: b + 39, FrontendHTTP: b + 43,
 		FrontendRing: b + 63, HistoryRing: b + 64, MatchingRing: b + 65, WorkerRing: b + 69,
+		Internal: b + 36, InternalHTTP: b + 46, InternalRing: b + 66,
 		Metrics: b + 90,
 	}, nil
 }
@@ -69,8 +92,15 @@ func (n Node) HistoryAddr() string { return loopback(n.History) }
 // MetricsURL is the node's Prometheus endpoint.
 func (n Node) MetricsURL() string { return "http://" + loopback(n.Metrics) + "/metrics" }
 
+// JWKSURL is where the nodes read the key set that signs callers' tokens.
+func JWKSURL() string { return "http://" + loopback(IssuerPort) + JWKSPath }
+
+// JWKSPath is the issuer's key set, on any address it serves.
+const JWKSPath = "/.well-known/jwks.json"
+
 // Env is the environment deploy/temporal/courier.yaml reads for this node,
-// with its stores in the topology's PostgreSQL.
+// with its stores in the topology's PostgreSQL and its callers' keys from
+// the topology's issuer.
 func (n Node) Env() []string {
 	kv := func(k string, v int) string { return k + "=" + strconv.Itoa(v) }
 	return []string{
@@ -80,7 +110,10 @@ func (n Node) Env() []string {
 		kv("HISTORY_GRPC_PORT", n.History), kv("MATCHING_GRPC_PORT", n.Matching), kv("WORKER_GRPC_PORT", n.Worker),
 		kv("FRONTEND_MEMBERSHIP_PORT", n.FrontendRing), kv("HISTORY_MEMBERSHIP_PORT", n.HistoryRing),
 		kv("MATCHING_MEMBERSHIP_PORT", n.MatchingRing), kv("WORKER_MEMBERSHIP_PORT", n.WorkerRing),
+		kv("INTERNAL_FRONTEND_GRPC_PORT", n.Internal), kv("INTERNAL_FRONTEND_HTTP_PORT", n.InternalHTTP),
+		kv("INTERNAL_FRONTEND_MEMBERSHIP_PORT", n.InternalRing),
 		kv("METRICS_PORT", n.Metrics),
+		"TEMPORAL_JWT_KEY_SOURCE1=" + JWKSURL(),
 		"DYNAMIC_CONFIG_FILE_PATH=" + DynamicConfig,
 	}
 }
@@ -88,7 +121,8 @@ func (n Node) Env() []string {
 // Ports are every port the node listens on.
 func (n Node) Ports() []int {
 	return []int{n.Frontend, n.FrontendHTTP, n.History, n.Matching, n.Worker,
-		n.FrontendRing, n.HistoryRing, n.MatchingRing, n.WorkerRing, n.Metrics}
+		n.FrontendRing, n.HistoryRing, n.MatchingRing, n.WorkerRing, n.Metrics,
+		n.Internal, n.InternalHTTP, n.InternalRing}
 }
 
 func loopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }

@@ -28,7 +28,7 @@ func newRoot() *cobra.Command {
 		"Courier's lab: everything to try, test and measure Courier on one machine.\n"+
 			"Its workers and clients are the courier program: the one installed beside\n"+
 			"courier-lab, or one built from the checkout. Every command exits 0, 1 or 2.",
-		devCommand(), sandboxCommand(), faultlabCommand(), benchCommand(), soakCommand(),
+		devCommand(), sandboxCommand(), faultlabCommand(), benchCommand(), soakCommand(), issuerCommand(),
 	)
 }
 

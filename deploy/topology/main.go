@@ -1,7 +1,8 @@
 // Command topology runs Courier's production topology on this machine
 // without Docker: PostgreSQL, one or two Temporal server nodes built from
 // the pinned module (their configuration is docker-compose's,
-// deploy/temporal/courier.yaml), the sandbox destinations and three
+// deploy/temporal/courier.yaml, checking every caller's token), the issuer
+// that signs those tokens, the sandbox destinations and three
 // `courier worker` processes, everything on 127.0.0.1 in 23000-23499. Its
 // processes outlive it, each stopped by the PID it records in the state
 // folder (.topology/ in the checkout). It is lab code: nothing in
@@ -46,12 +47,13 @@ type topo struct {
 const stateDir = ".topology"
 
 const usage = `usage: topology COMMAND
-  up [--nodes 1|2]    PostgreSQL, the Temporal server nodes, the default namespace,
-                      the sandbox and three courier workers (kept running)
+  up [--nodes 1|2]    PostgreSQL, the token issuer, the Temporal server nodes, the
+                      default namespace, the sandbox and three courier workers (kept running)
   down                stop them all by PID, then the topology's PostgreSQL
   restart-node N      SIGKILL node N and start it again (the soak's server restart)
-  test [--phases P,..] from nothing: up with 2 nodes, faultlab, the chaos soak and a
-                      node kill under load, each in a namespace of its own; then down
+  test [--phases P,..] from nothing: up with 2 nodes, callers checked by role (auth),
+                      faultlab, the chaos soak and a node kill under load, each in a
+                      namespace of its own; then down
 `
 
 func main() {

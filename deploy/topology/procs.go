@@ -75,7 +75,14 @@ func running(pid int, exe string) bool {
 		return false
 	}
 	got, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
-	return err == nil && strings.TrimSuffix(got, " (deleted)") == exe
+	if err != nil {
+		return false
+	}
+	// /proc names the file, not a symlink to it (bin/ may be one).
+	if real, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = real
+	}
+	return strings.TrimSuffix(got, " (deleted)") == exe
 }
 
 // alive: the process exists and has not exited. An exited child of this

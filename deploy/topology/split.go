@@ -110,8 +110,12 @@ func (t *topo) runSplit(ctx context.Context, r *row) error {
 	}
 	defer logf.Close()
 	courier := filepath.Join(t.dir, "courier")
+	admin, err := lab.ReadToken(t.issuerDir(), "admin")
+	if err != nil {
+		return err
+	}
 	for i, n := range s.nodes {
-		tmp, err := connectLab(ctx, n, splitNamespace)
+		tmp, err := connectLab(ctx, n, splitNamespace, admin)
 		if err != nil {
 			return err
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/abde64c9/courier/deploy"
+	"github.com/abde64c9/courier/internal/lab"
 )
 
 // Bounds of the test's phases.
@@ -22,7 +23,7 @@ const (
 )
 
 // phaseNames are the test's phases, in the order they run.
-var phaseNames = []string{"faultlab", "soak", "split"}
+var phaseNames = []string{"auth", "faultlab", "soak", "split"}
 
 // testFailed: the test ran and its table says what failed.
 type testFailed struct{}
@@ -58,6 +59,8 @@ func (t *topo) test(ctx context.Context, phases []string) error {
 	var rows []row
 	for _, p := range phases {
 		switch p {
+		case "auth":
+			rows = append(rows, t.auth(ctx))
 		case "faultlab":
 			rows = append(rows, t.faultlab(ctx, courierLab))
 		case "soak":
@@ -78,10 +81,16 @@ func (t *topo) test(ctx context.Context, phases []string) error {
 	return nil
 }
 
-// labEnv is a lab command's environment: node 1's frontend, namespace ns.
-func labEnv(ns string) []string {
+// labEnv is a lab command's environment: node 1's frontend, namespace ns,
+// the admin's token. The lab commands are harnesses: they create their
+// namespace, start deliveries, run workers and decide reviews.
+func (t *topo) labEnv(ns string) ([]string, error) {
+	admin, err := lab.ReadToken(t.issuerDir(), "admin")
+	if err != nil {
+		return nil, err
+	}
 	n, _ := deploy.TopologyNode(1)
-	return append(cleanEnv(), "TEMPORAL_ADDRESS="+n.FrontendAddr(), "TEMPORAL_NAMESPACE="+ns)
+	return append(append(cleanEnv(), "TEMPORAL_ADDRESS="+n.FrontendAddr(), "TEMPORAL_NAMESPACE="+ns), lab.ClientEnv(admin)...), nil
 }
 
 // runLab runs a courier lab command with stdout captured and stderr in
@@ -107,7 +116,12 @@ func (t *topo) faultlab(ctx context.Context, courierLab string) row {
 	r := row{phase: "faultlab --mode real", kills: "the cases' own", takeover: "-", duplicates: "-", lost: "-"}
 	ctx, cancel := context.WithTimeout(ctx, faultlabWithin)
 	defer cancel()
-	out, err := t.runLab(ctx, "faultlab", labEnv("courier-faultlab"), courierLab, "faultlab", "--mode", "real")
+	env, err := t.labEnv("courier-faultlab")
+	if err != nil {
+		r.notes = append(r.notes, err.Error())
+		return r
+	}
+	out, err := t.runLab(ctx, "faultlab", env, courierLab, "faultlab", "--mode", "real")
 	var rep struct {
 		Status string `json:"status"`
 		Cases  []struct {
@@ -157,9 +171,14 @@ func (t *topo) soak(ctx context.Context, courierLab string) row {
 		r.notes = append(r.notes, err.Error())
 		return r
 	}
+	env, err := t.labEnv("courier-soak")
+	if err != nil {
+		r.notes = append(r.notes, err.Error())
+		return r
+	}
 	began := time.Now()
 	restart := shellQuote(self) + " restart-node 1"
-	out, err := t.runLab(ctx, "soak", labEnv("courier-soak"), courierLab, "soak",
+	out, err := t.runLab(ctx, "soak", env, courierLab, "soak",
 		"--deliveries", fmt.Sprint(soakDeliveries), "--json", "--dir", dir, "--restart-server", restart)
 	var sum struct {
 		Deliveries  int            `json:"deliveries"`

@@ -87,6 +87,23 @@ func (t *topo) up(ctx context.Context, nodes int, fresh bool) error {
 	if err := t.schemas(ctx); err != nil {
 		return err
 	}
+	// The nodes read the issuer's keys when they start: it comes first.
+	say("courier and courier-lab binaries; the issuer (JWKS %s, a token per role in %s)", deploy.JWKSURL(), t.issuerDir())
+	courier, courierLab, err := lab.BuildPrograms(t.dir)
+	if err != nil {
+		return err
+	}
+	if err := t.ensureIssuer(ctx, courierLab); err != nil {
+		return err
+	}
+	admin, err := lab.ReadToken(t.issuerDir(), "admin")
+	if err != nil {
+		return err
+	}
+	worker, err := lab.ReadToken(t.issuerDir(), "worker")
+	if err != nil {
+		return err
+	}
 	prev, _ := t.readState() // none on a first up
 	st := state{Nodes: nodes, Via: map[string]int{}}
 	if err := t.writeState(st); err != nil {
@@ -101,16 +118,12 @@ func (t *topo) up(ctx context.Context, nodes int, fresh bool) error {
 		}
 	}
 	say("namespace default with Courier's search attributes")
-	tmp, err := connectLab(ctx, ns[0], "default")
+	tmp, err := connectLab(ctx, ns[0], "default", admin)
 	if err != nil {
 		return err
 	}
 	defer tmp.Close()
-	say("courier and courier-lab binaries, sandbox, %d workers", workerCount)
-	courier, courierLab, err := lab.BuildPrograms(t.dir)
-	if err != nil {
-		return err
-	}
+	say("sandbox, %d workers (the worker token)", workerCount)
 	sandboxURL, err := t.ensureSandbox(ctx, courierLab)
 	if err != nil {
 		return err
@@ -121,7 +134,7 @@ func (t *topo) up(ctx context.Context, nodes int, fresh bool) error {
 	}
 	for i := 1; i <= workerCount; i++ {
 		n := ns[(i-1)%len(ns)]
-		if err := t.ensureWorker(ctx, i, n, prev.Via[workerName(i)] == n.N, courier, dests, tmp); err != nil {
+		if err := t.ensureWorker(ctx, i, n, prev.Via[workerName(i)] == n.N, courier, dests, tmp, worker); err != nil {
 			return err
 		}
 		st.Via[workerName(i)] = n.N
@@ -156,8 +169,7 @@ func (t *topo) startNode(ctx context.Context, n deploy.Node) (int, error) {
 		}
 	}
 	// The config folder is joined to --root; --env names the file in it.
-	argv := []string{t.server, "--root", t.root, "--config", deploy.ServerConfigDir, "--env", deploy.ServerConfigEnv,
-		"--allow-no-auth", "start"}
+	argv := append([]string{t.server}, deploy.ServerArgs(t.root)...)
 	pid, err := t.spawn(nodeName(n.N), argv, append(cleanEnv(), n.Env()...))
 	if err != nil {
 		return 0, err
@@ -210,14 +222,14 @@ func awaitFrontend(ctx context.Context, n deploy.Node, pid int, t *topo) error {
 func quiet() sdklog.Logger { return sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)) }
 
 // connectLab is the lab's client of namespace ns through node n's
-// frontend, the namespace created with Courier's search attributes. A
-// node that just started may still refuse namespace calls: retried,
-// bounded.
-func connectLab(ctx context.Context, n deploy.Node, ns string) (*lab.Temporal, error) {
+// frontend with token (creating a namespace takes the admin's), the
+// namespace created with Courier's search attributes. A node that just
+// started may still refuse namespace calls: retried, bounded.
+func connectLab(ctx context.Context, n deploy.Node, ns, token string) (*lab.Temporal, error) {
 	ctx, cancel := context.WithTimeout(ctx, setupWithin)
 	defer cancel()
 	for {
-		tmp, err := lab.StartTemporal(ctx, lab.TemporalOptions{Address: n.FrontendAddr(), Namespace: ns})
+		tmp, err := lab.StartTemporal(ctx, lab.TemporalOptions{Address: n.FrontendAddr(), Namespace: ns, APIKey: token})
 		if err == nil {
 			return tmp, nil
 		}
@@ -225,6 +237,41 @@ func connectLab(ctx context.Context, n deploy.Node, ns string) (*lab.Temporal, e
 		case <-ctx.Done():
 			return nil, fmt.Errorf("namespace %s at node %d: %w", ns, n.N, err)
 		case <-time.After(time.Second):
+		}
+	}
+}
+
+// issuerDir holds the issuer's signing key and a token per role.
+func (t *topo) issuerDir() string { return filepath.Join(t.dir, "issuer") }
+
+// ensureIssuer starts `courier-lab issuer` unless it runs, and waits until
+// it serves its key set (it has written the tokens by then).
+func (t *topo) ensureIssuer(ctx context.Context, courierLab string) error {
+	addr := fmt.Sprintf("127.0.0.1:%d", deploy.IssuerPort)
+	if pid := t.pid("issuer"); pid == 0 {
+		if _, err := t.spawn("issuer", []string{courierLab, "issuer", "--addr", addr, "--dir", t.issuerDir()}, cleanEnv()); err != nil {
+			return err
+		}
+	}
+	return t.awaitHTTP(ctx, "issuer", deploy.JWKSURL())
+}
+
+// awaitHTTP waits until NAME answers 200 at url.
+func (t *topo) awaitHTTP(ctx context.Context, name, url string) error {
+	ctx, cancel := context.WithTimeout(ctx, sandboxWithin)
+	defer cancel()
+	hc := &http.Client{Timeout: time.Second}
+	for {
+		if resp, err := hc.Get(url); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s at %s did not answer within %s; see %s:\n%s", name, url, sandboxWithin, t.procFile(name, "log"), t.logTail(name))
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }
@@ -239,27 +286,13 @@ func (t *topo) ensureSandbox(ctx context.Context, courierLab string) (string, er
 			return "", err
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, sandboxWithin)
-	defer cancel()
-	hc := &http.Client{Timeout: time.Second}
-	for {
-		if resp, err := hc.Get(url + "/admin/requests?destination=helpdesk"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return url, nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return "", fmt.Errorf("sandbox at %s did not answer within %s; see %s:\n%s", url, sandboxWithin, t.procFile("sandbox", "log"), t.logTail("sandbox"))
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return url, t.awaitHTTP(ctx, "sandbox", url+"/admin/requests?destination=helpdesk")
 }
 
-// ensureWorker starts worker i on node n's frontend unless it runs there
-// already (same: it was on n before); one on another node is stopped first.
-func (t *topo) ensureWorker(ctx context.Context, i int, n deploy.Node, same bool, courier, dests string, tmp *lab.Temporal) error {
+// ensureWorker starts worker i on node n's frontend with the worker's
+// token unless it runs there already (same: it was on n before); one on
+// another node is stopped first.
+func (t *topo) ensureWorker(ctx context.Context, i int, n deploy.Node, same bool, courier, dests string, tmp *lab.Temporal, token string) error {
 	name := workerName(i)
 	if t.pid(name) != 0 {
 		if same {
@@ -278,7 +311,7 @@ func (t *topo) ensureWorker(ctx context.Context, i int, n deploy.Node, same bool
 	defer logf.Close()
 	w, err := lab.StartWorker(ctx, lab.WorkerOptions{
 		Courier: courier, Destinations: dests, Temporal: tmp,
-		Env:         []string{"TEMPORAL_ADDRESS=" + n.FrontendAddr(), "TEMPORAL_NAMESPACE=default"},
+		Env:         append([]string{"TEMPORAL_ADDRESS=" + n.FrontendAddr(), "TEMPORAL_NAMESPACE=default"}, lab.ClientEnv(token)...),
 		MetricsAddr: fmt.Sprintf("127.0.0.1:%d", deploy.WorkerMetricsPort+i-1),
 		Log:         logf, Detach: true,
 	})
@@ -303,12 +336,13 @@ func (t *topo) print(ns []deploy.Node, pg postgres, sandboxURL string, took time
 		fmt.Fprintf(w, "  node %d      frontend %s  http 127.0.0.1:%d  metrics %s  pid %d\n",
 			n.N, n.FrontendAddr(), n.FrontendHTTP, n.MetricsURL(), t.pid(nodeName(n.N)))
 	}
+	fmt.Fprintf(w, "  issuer      %s  pid %d; a token per role in %s/ (ROLE.token)\n", deploy.JWKSURL(), t.pid("issuer"), rel(t.issuerDir()))
 	fmt.Fprintf(w, "  sandbox     %s  pid %d\n", sandboxURL, t.pid("sandbox"))
 	for i := 1; i <= workerCount; i++ {
 		fmt.Fprintf(w, "  worker %d    via node %d  http://127.0.0.1:%d/healthz  pid %d\n",
 			i, ns[(i-1)%len(ns)].N, deploy.WorkerMetricsPort+i-1, t.pid(workerName(i)))
 	}
-	fmt.Fprintf(w, "Try:\n  TEMPORAL_ADDRESS=%s go run ./cmd/courier deliver --destination helpdesk --operation create-ticket --id demo-1 --payload '{\"subject\": \"hi\"}'\n", ns[0].FrontendAddr())
+	fmt.Fprintf(w, "Try (the server refuses a call without a token):\n  TEMPORAL_ADDRESS=%s TEMPORAL_API_KEY=$(cat %s) TEMPORAL_TLS=false go run ./cmd/courier deliver --destination helpdesk --operation create-ticket --id demo-1 --payload '{\"subject\": \"hi\"}'\n", ns[0].FrontendAddr(), rel(lab.TokenFile(t.issuerDir(), "service")))
 	fmt.Fprintf(w, "Stop it all: make topology-down\n")
 }
 
@@ -323,6 +357,7 @@ func (t *topo) down() error {
 	for n := deploy.MaxNodes; n >= 1; n-- {
 		names = append(names, nodeName(n))
 	}
+	names = append(names, "issuer")
 	var errs []string
 	for _, name := range names {
 		grace := serverGrace
@@ -385,7 +420,7 @@ func (t *topo) restartNode(ctx context.Context, n int) error {
 // anyRunning names the topology's processes that run.
 func (t *topo) anyRunning() []string {
 	var up []string
-	names := []string{"sandbox"}
+	names := []string{"sandbox", "issuer"}
 	for i := 1; i <= workerCount; i++ {
 		names = append(names, workerName(i))
 	}

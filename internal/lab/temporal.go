@@ -31,6 +31,10 @@ type TemporalOptions struct {
 	// Address, when set, is an external server to use instead, in
 	// Namespace (empty: default), with the rest of the client environment.
 	Address, Namespace string
+	// APIKey, with Address, is the token the lab's client and processes
+	// send (authorization: Bearer), over plaintext: a server that checks
+	// its callers (the topology's).
+	APIKey string
 	// DBFile keeps the dev server in a SQLite file; empty is in memory.
 	DBFile string
 	// HostPort the dev server binds; empty picks a free loopback port.
@@ -68,6 +72,10 @@ func StartTemporal(ctx context.Context, o TemporalOptions) (*Temporal, error) {
 	}
 	if o.Address != "" {
 		copts.HostPort, copts.Namespace = o.Address, o.Namespace
+		if o.APIKey != "" {
+			copts.Credentials = client.NewAPIKeyStaticCredentials(o.APIKey)
+			copts.ConnectionOptions.TLS, copts.ConnectionOptions.TLSDisabled = nil, true
+		}
 	}
 	t := &Temporal{o: o, HostPort: copts.HostPort, Namespace: cmp.Or(copts.Namespace, client.DefaultNamespace)}
 	if o.Address == "" && (!o.UseEnvironment || os.Getenv("TEMPORAL_ADDRESS") == "") {
@@ -143,7 +151,11 @@ func (t *Temporal) Env(base []string) []string {
 	if t.Own {
 		env = slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "TEMPORAL_") })
 	}
-	return append(env, "TEMPORAL_ADDRESS="+t.HostPort, "TEMPORAL_NAMESPACE="+t.Namespace)
+	env = append(env, "TEMPORAL_ADDRESS="+t.HostPort, "TEMPORAL_NAMESPACE="+t.Namespace)
+	if t.o.APIKey != "" {
+		env = append(env, ClientEnv(t.o.APIKey)...)
+	}
+	return env
 }
 
 // MetricsURL is the dev server's Prometheus endpoint; empty when the
