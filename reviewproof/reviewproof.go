@@ -304,3 +304,41 @@ func decode(part string, v any) error {
 
 // excerpt keeps a quoted value from a proof short: it is anyone's to set.
 func excerpt(s string) string { return text.Excerpt(s, 80) }
+
+// Decisions are the review decisions a reviewer may be allowed.
+var Decisions = []string{"retry", "delivered", "abandon"}
+
+// Check checks one keyed reviewer entry, as a destinations file declares it.
+func (r Reviewer) Check() error {
+	var errs []error
+	if !validName(r.Name) {
+		errs = append(errs, fmt.Errorf("name: %q: 1 to 64 letters, digits and . _ @ - (it is the key id of the reviewer's proofs)", excerpt(r.Name)))
+	}
+	if _, err := ParsePublicKey(r.Key); err != nil {
+		errs = append(errs, fmt.Errorf("%w (courier review keygen prints an entry)", err))
+	}
+	if len(r.Decisions) == 0 {
+		errs = append(errs, fmt.Errorf("decisions: missing; list what %s may decide, of %s", r.Name, strings.Join(Decisions, ", ")))
+	}
+	for i, d := range r.Decisions {
+		switch {
+		case !slices.Contains(Decisions, d):
+			errs = append(errs, fmt.Errorf("decisions: %q unknown; use %s", excerpt(d), strings.Join(Decisions, ", ")))
+		case slices.Index(r.Decisions, d) < i:
+			errs = append(errs, fmt.Errorf("decisions: %q listed twice", d))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func validName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.ContainsRune("._@-", c)) {
+			return false
+		}
+	}
+	return true
+}
