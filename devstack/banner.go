@@ -82,6 +82,7 @@ func (s *Stack) Banner() string {
 	p("")
 	p("  export TEMPORAL_ADDRESS=%s", s.hostPort())
 	p("  export COURIER_DESTINATIONS=%s   # the dev worker's destinations file", s.destinationsPath())
+	p("  export COURIER_REVIEWER_KEY=%s   # your reviewer key: legacy takes signed decisions", s.ReviewerKeyPath())
 	p("")
 	p("  # 1. One ticket, asked for twice: created, then duplicate (the same receipt)")
 	p("  %s", deliver(dup, "Printer on fire"))
@@ -98,6 +99,7 @@ func (s *Stack) Banner() string {
 	p("  curl -s '%s/admin/records?destination=legacy'   # the ticket is there: note its id", s.SandboxURL())
 	p("  %s review %s --decision delivered --reviewer you --resource-id ticket-N --note 'found in legacy'",
 		c, opkey.Key(unk))
+	p("  #    (signed with your key; add --print for a decision to paste into the web UI's Send an Update)")
 	if s.SandboxURL() == "http://"+config.DevSandboxAddr {
 		p("")
 		p("  # 4. Does a destination do what its contract says? (from the Courier checkout)")
@@ -117,6 +119,16 @@ func (s *Stack) Banner() string {
 	}
 	p("")
 	return b.String()
+}
+
+// ReviewerKeyPath is the dev reviewer's key file, absolute so that the
+// export works from any folder.
+func (s *Stack) ReviewerKeyPath() string {
+	path := filepath.Join(s.o.Dir, ReviewerKey)
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return path
 }
 
 // destinationsPath is the dev worker's destinations file, absolute so that
