@@ -40,15 +40,6 @@ func ReviewCommands(key string) string {
 		text.Command(review, "--decision abandon", "--reviewer <YOUR-NAME>", `--note "why"`)
 }
 
-// SignedReviewCommands are ReviewCommands where the reviewers sign their
-// decisions: with the reviewer's key file (--key, or COURIER_REVIEWER_KEY).
-func SignedReviewCommands(key string) string {
-	review := "courier review " + key
-	return text.Command(review, "--decision delivered", "--resource-id <ID-YOU-FOUND>", "--reviewer <YOUR-NAME>", `--note "found it"`, "--key <YOUR-KEY-FILE>") + "\n\n" +
-		text.Command(review, "--decision retry", "--reviewer <YOUR-NAME>", `--note "it is not there"`, "--key <YOUR-KEY-FILE>") + "\n\n" +
-		text.Command(review, "--decision abandon", "--reviewer <YOUR-NAME>", `--note "why"`, "--key <YOUR-KEY-FILE>")
-}
-
 // ResumeCommand resumes a destination: it ends a pause and closes an open
 // breaker at once, and the gate releases the deliveries held there.
 func ResumeCommand(dest string) string {
@@ -125,11 +116,11 @@ func (d *delivery) details() string {
 	if d.waiting() && d.policy() != nil {
 		b.WriteString("\n\n**Evidence**\n\n" + text.Fence(text.Wrap(d.res.Review.Evidence, text.FenceWidth)))
 		b.WriteString("\n\nCheck the destination for the effect, then decide one of (" + text.Markdown(d.policy().Source) +
-			" sign their decisions: each carries a proof made with your key):\n\n" + text.Fence(SignedReviewCommands(d.res.Key)))
+			" sign their decisions: run it with your key file in `$COURIER_REVIEWER_KEY`, or add `--key FILE`):\n\n" +
+			text.Fence(ReviewCommands(d.res.Key)))
 		b.WriteString("\n\nor here: More Actions → **Send an Update**, name `review`, with the signed decision that this prints " +
 			"(it carries `proof`; the update refuses a decision without a valid one and says why):\n\n" +
-			text.Fence(text.Command("courier review "+d.res.Key, "--decision retry", "--reviewer <YOUR-NAME>", `--note "why"`,
-				"--key <YOUR-KEY-FILE>", "--print")))
+			text.Fence(text.Command("courier review "+d.res.Key, "--decision retry", "--reviewer <YOUR-NAME>", `--note "why"`, "--print")))
 	} else if d.waiting() {
 		b.WriteString("\n\n**Evidence**\n\n" + text.Fence(text.Wrap(d.res.Review.Evidence, text.FenceWidth)))
 		b.WriteString("\n\nCheck the destination for the effect, then decide one of:\n\n" + text.Fence(ReviewCommands(d.res.Key)))
