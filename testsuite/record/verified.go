@@ -6,18 +6,13 @@ import (
 	"crypto/rand"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
-	"time"
 
-	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/internal/wftest"
 	"github.com/abde64c9/courier/reviewproof"
 	"github.com/abde64c9/courier/sandbox"
 	"github.com/abde64c9/courier/starter"
-	"github.com/abde64c9/courier/testsuite"
 	"github.com/abde64c9/courier/workflows"
 )
 
@@ -126,57 +121,35 @@ var verifiedScenarios = []struct {
 // recordVerified runs every -verified scenario against a `courier worker`
 // process whose legacy destination has keyed reviewers.
 func recordVerified(ctx context.Context, tmp *lab.Temporal, courier, dir string, logger *slog.Logger) (map[string][]byte, []wftest.RecordedCase, error) {
-	env, err := testsuite.NewEnv(dir)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer env.Close()
 	v := &verifiedDriver{}
-	var alicePub, bobPub ed25519.PublicKey
-	if alicePub, v.alice, err = ed25519.GenerateKey(rand.Reader); err != nil {
-		return nil, nil, err
-	}
-	if bobPub, v.bob, err = ed25519.GenerateKey(rand.Reader); err != nil {
-		return nil, nil, err
-	}
-	cfg := env.Config
-	for name, d := range cfg.Destinations {
-		d.Contract.Retry.AttemptTimeout = contract.Duration(trustAttemptTimeout)
-		if name == lab.DestLegacy {
-			d.Reviewers = destinations.Reviewers{
-				{Name: "alice", Key: reviewproof.FormatPublicKey(alicePub), Decisions: reviewproof.Decisions},
-				{Name: "bob", Key: reviewproof.FormatPublicKey(bobPub), Decisions: []string{workflows.DecisionAbandon}},
-			}
-		}
-		cfg.Destinations[name] = d
-	}
-	file := filepath.Join(dir, lab.DestinationsFile)
-	if err := lab.WriteDestinations(file, cfg); err != nil {
-		return nil, nil, err
-	}
-	w, err := lab.StartWorker(ctx, lab.WorkerOptions{Courier: courier, Destinations: file, Temporal: tmp,
-		Args: []string{"--log-level", "warn"}, Log: os.Stderr})
-	if err != nil {
-		return nil, nil, err
-	}
-	defer w.Kill()
-	c := tmp.Client()
-	v.trustDriver = &trustDriver{c: c, s: starter.New(c), env: env}
-	files := map[string][]byte{}
-	var index []wftest.RecordedCase
-	for _, sc := range verifiedScenarios {
-		sctx, cancel := context.WithTimeout(ctx, time.Minute)
-		id, err := sc.run(sctx, v)
-		cancel()
+	edit := func(cfg *destinations.Config) error {
+		alice, bob, err := reviewerKeys()
 		if err != nil {
-			return nil, nil, fmt.Errorf("scenario %q: %w", sc.name, err)
+			return err
 		}
-		rc, err := recordLatest(ctx, c, verifiedSeed, sc.name, id, files)
-		if err != nil {
-			return nil, nil, err
+		v.alice, v.bob = alice, bob
+		d := cfg.Destinations[lab.DestLegacy]
+		d.Reviewers = destinations.Reviewers{
+			{Name: "alice", Key: reviewproof.FormatPublicKey(alice.Public().(ed25519.PublicKey)), Decisions: reviewproof.Decisions},
+			{Name: "bob", Key: reviewproof.FormatPublicKey(bob.Public().(ed25519.PublicKey)), Decisions: []string{workflows.DecisionAbandon}},
 		}
-		index = append(index, rc)
-		logger.Warn("recorded", "scenario", sc.name)
+		cfg.Destinations[lab.DestLegacy] = d
+		return nil
 	}
-	return files, index, nil
+	return recordScenarios(ctx, tmp, courier, dir, logger, verifiedSeed, edit, func(t *trustDriver) []scenario {
+		v.trustDriver = t
+		var scs []scenario
+		for _, sc := range verifiedScenarios {
+			scs = append(scs, scenario{sc.name, func(ctx context.Context) (string, error) { return sc.run(ctx, v) }})
+		}
+		return scs
+	})
+}
+
+func reviewerKeys() (alice, bob ed25519.PrivateKey, err error) {
+	if _, alice, err = ed25519.GenerateKey(rand.Reader); err != nil {
+		return nil, nil, err
+	}
+	_, bob, err = ed25519.GenerateKey(rand.Reader)
+	return alice, bob, err
 }
