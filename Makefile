@@ -51,9 +51,9 @@ faultlab:
 soak: $(TEMPORAL)
 	go run ./cmd/courier-lab soak
 
-## histories: record a set of replay histories into workflows/testdata/histories, SET=name (a new set after a workflow change; never an older one); GATE=1 for the destination gate's scenarios; TRUST=1 for the Delivery scenarios off the happy path
+## histories: record a set of replay histories into workflows/testdata/histories, SET=name (a new set after a workflow change; never an older one); GATE=1 for the destination gate's scenarios; TRUST=1 for the Delivery scenarios off the happy path; VERIFIED=1 for reviewers with keys
 histories: $(TEMPORAL)
-	go run ./testsuite/record -set $(SET) $(if $(GATE),-gate) $(if $(TRUST),-trust)
+	go run ./testsuite/record -set $(SET) $(if $(GATE),-gate) $(if $(TRUST),-trust) $(if $(VERIFIED),-verified)
 
 ## temporal: build the pinned Temporal CLI into bin/
 temporal: $(TEMPORAL)

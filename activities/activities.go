@@ -27,9 +27,11 @@ type Activities struct {
 	Adapters map[string]Adapter
 	// Contracts are the worker's current contracts, by destination, and
 	// Reviewers who may review: a delivery's first attempt runs under and
-	// records them.
+	// records them. Reviewing, by destination, replaces Reviewers where a
+	// destination has reviewers of its own or they sign their decisions.
 	Contracts map[string]contract.Contract
 	Reviewers []string
+	Reviewing map[string]Reviewing
 	// Runs reads earlier runs before an attempt that a repeat would
 	// duplicate; without it such an attempt is not sent.
 	Runs Runs
@@ -66,6 +68,9 @@ func (a *Activities) adapter(name string) (Adapter, error) {
 // is nil when the worker has no such destination.
 func (a *Activities) terms(destination string) Terms {
 	t := Terms{Reviewers: a.Reviewers}
+	if r, ok := a.Reviewing[destination]; ok {
+		t.Reviewers, t.Policy = r.Names, r.Policy
+	}
 	if c, ok := a.Contracts[destination]; ok {
 		t.Contract = &c
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/reviewproof"
 )
 
 // Error types the workflow can tell apart.
@@ -159,6 +160,16 @@ type Terms struct {
 	// Contract is nil when the worker has no such destination.
 	Contract  *contract.Contract `json:"contract,omitempty"`
 	Reviewers []string           `json:"reviewers,omitempty"`
+	// Policy, when set, holds the reviewers' public keys and what each may
+	// decide: every decision must then carry a proof that verifies against
+	// it, and the names above are only display names.
+	Policy *reviewproof.Policy `json:"policy,omitempty"`
+}
+
+// Reviewing is who may review at one destination.
+type Reviewing struct {
+	Names  []string
+	Policy *reviewproof.Policy
 }
 
 // EarlierRun is a finished run of the same workflow ID as the current one.

@@ -54,6 +54,10 @@ type Destination struct {
 	// instead of the file's notifier.
 	Notifier *Notifier `json:"notifier,omitempty"`
 
+	// Reviewers, when set, replaces the file's reviewers for this
+	// destination's deliveries.
+	Reviewers Reviewers `json:"reviewers,omitempty"`
+
 	Contract contract.Contract `json:"contract"`
 }
 
@@ -70,10 +74,11 @@ type Auth struct {
 // Config is a destinations file.
 type Config struct {
 	Destinations map[string]Destination `json:"destinations"`
-	// Reviewers, when set, is who may decide a review: Temporal does not
-	// authenticate who sends a signal or update, so the workflow checks the
-	// name it is given against this list. Empty: anyone who can signal.
-	Reviewers []string `json:"reviewers,omitempty"`
+	// Reviewers, when set, is who may decide a review (see Reviewers) where
+	// a destination has no list of its own. Plain names only stop mistakes:
+	// Temporal does not authenticate who sends a signal or update. Empty:
+	// anyone who can signal.
+	Reviewers Reviewers `json:"reviewers,omitempty"`
 	// Notifier, when set, is told when a delivery parks for review and at
 	// each reminder.
 	Notifier *Notifier `json:"notifier,omitempty"`
@@ -128,6 +133,9 @@ func Parse(b []byte) (Config, error) {
 		return Config{}, errors.New(`no destinations: the file needs {"destinations": {"name": {...}}}`)
 	}
 	var errs []error
+	if err := cfg.Reviewers.validate(); err != nil {
+		errs = append(errs, fmt.Errorf("reviewers (line %d): %w", lineOfKey(b, "reviewers"), err))
+	}
 	if cfg.Notifier != nil {
 		if err := cfg.Notifier.validate(); err != nil {
 			errs = append(errs, fmt.Errorf("notifier (line %d): %w", lineOfKey(b, "notifier"), prefixed("notifier.", err)))
@@ -178,6 +186,7 @@ func (d Destination) validate() error {
 	if d.Notifier != nil {
 		errs = append(errs, prefixed("notifier.", d.Notifier.validate()))
 	}
+	errs = append(errs, d.Reviewers.validate())
 	if d.RateLimit < 0 {
 		errs = append(errs, errors.New("rate_limit: must not be negative"))
 	}

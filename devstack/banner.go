@@ -82,6 +82,7 @@ func (s *Stack) Banner() string {
 	p("")
 	p("  export TEMPORAL_ADDRESS=%s", s.hostPort())
 	p("  export COURIER_DESTINATIONS=%s   # the dev worker's destinations file", s.destinationsPath())
+	p("  export COURIER_REVIEWER_KEY=%s   # your reviewer key: legacy takes signed decisions", s.ReviewerKeyPath())
 	p("  export PATH=%s:$PATH   # the courier the dev worker runs", s.courierDir())
 	p("")
 	p("  # 1. One ticket, asked for twice: created, then duplicate (the same receipt)")
@@ -99,6 +100,7 @@ func (s *Stack) Banner() string {
 	p("  curl -s '%s/admin/records?destination=legacy'   # the ticket is there: note its id", s.SandboxURL())
 	p("  %s review %s --decision delivered --reviewer you --resource-id <TICKET-ID> --note 'found in legacy'",
 		c, opkey.Key(unk))
+	p("  #    (signed with your key; add --print for a decision to paste into the web UI's Send an Update)")
 	if s.SandboxURL() == "http://"+config.DevSandboxAddr {
 		p("")
 		p("  # 4. Does a destination do what its contract says? (from the Courier checkout)")
@@ -114,20 +116,21 @@ func (s *Stack) Banner() string {
 	return b.String()
 }
 
-// courierDir is the folder of the courier binary the worker runs,
-// absolute, for the banner's PATH export.
-func (s *Stack) courierDir() string {
-	if abs, err := filepath.Abs(s.o.Courier); err == nil {
-		return filepath.Dir(abs)
-	}
-	return filepath.Dir(s.o.Courier)
-}
+// courierDir is the folder of the courier binary the worker runs, for the
+// banner's PATH export.
+func (s *Stack) courierDir() string { return filepath.Dir(absolute(s.o.Courier)) }
 
-// destinationsPath is the dev worker's destinations file, absolute so that
-// the export works from any folder.
-func (s *Stack) destinationsPath() string {
-	if abs, err := filepath.Abs(s.lab.ConfigPath); err == nil {
+// ReviewerKeyPath is the dev reviewer's key file.
+func (s *Stack) ReviewerKeyPath() string { return absolute(filepath.Join(s.o.Dir, ReviewerKey)) }
+
+// destinationsPath is the dev worker's destinations file.
+func (s *Stack) destinationsPath() string { return absolute(s.lab.ConfigPath) }
+
+// absolute is path made absolute, so that the banner's exports work from
+// any folder.
+func absolute(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
 		return abs
 	}
-	return s.lab.ConfigPath
+	return path
 }

@@ -212,7 +212,8 @@ func levelOf(l *slog.Logger) string {
 }
 
 // Destinations is the embedded sample destinations file, its URLs moved to
-// the sandbox at sandboxURL and its SQLite files into dir.
+// the sandbox at sandboxURL and its SQLite files into dir; legacy's
+// reviewers are the dev reviewer, whose key is kept in dir.
 func Destinations(sandboxURL, dir string) (destinations.Config, error) {
 	cfg, err := destinations.Parse(config.Dev)
 	if err != nil {
@@ -231,7 +232,7 @@ func Destinations(sandboxURL, dir string) (destinations.Config, error) {
 		}
 		cfg.Destinations[name] = d
 	}
-	return cfg, nil
+	return cfg, signedReviews(&cfg, dir)
 }
 
 // Retention is how long `courier-lab dev` keeps finished deliveries, and so

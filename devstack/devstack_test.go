@@ -22,6 +22,7 @@ import (
 	"github.com/abde64c9/courier/devstack"
 	"github.com/abde64c9/courier/gate/gateclient"
 	"github.com/abde64c9/courier/internal/lab"
+	"github.com/abde64c9/courier/reviewproof"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -47,6 +48,21 @@ func TestDestinationsCoverEveryDedupKind(t *testing.T) {
 	for _, k := range []contract.Dedup{contract.DedupKey, contract.DedupUniqueCommit, contract.DedupLookup, contract.DedupNone} {
 		require.Contains(t, kinds, k)
 	}
+
+	// legacy takes decisions signed by the dev reviewer, whose key is made
+	// once in the state folder, readable by its owner only.
+	names, policy := cfg.ReviewersOf(lab.DestLegacy)
+	require.Equal(t, []string{devstack.ReviewerName}, names)
+	require.NotNil(t, policy)
+	require.Equal(t, "legacy's reviewers: you may retry, delivered, abandon", policy.Rule(policy.Reviewers[0]))
+	fi, err := os.Stat(filepath.Join(dir, devstack.ReviewerKey))
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	again, err := devstack.Destinations("http://127.0.0.1:9999", dir)
+	require.NoError(t, err)
+	require.Equal(t, cfg.Destinations[lab.DestLegacy].Reviewers, again.Destinations[lab.DestLegacy].Reviewers, "the same identity on every start")
+	_, policy = cfg.ReviewersOf(lab.DestHelpdesk)
+	require.Nil(t, policy, "only legacy, the destination the walkthrough parks, asks for proofs")
 }
 
 func freePort(t *testing.T) int {
@@ -86,6 +102,7 @@ func TestStackKeepsDeliveriesAcrossRestarts(t *testing.T) {
 	for _, want := range []string{
 		s.UIURL(), awaiting, s.DeliveriesURL(), s.SandboxURL(), s.MetricsURL(), "export TEMPORAL_ADDRESS=127.0.0.1:", "export PATH=",
 		"export COURIER_DESTINATIONS=" + filepath.Join(o.Dir, lab.DestinationsFile) + " ",
+		"export COURIER_REVIEWER_KEY=" + filepath.Join(o.Dir, devstack.ReviewerKey) + " ",
 		"courier deliver --destination helpdesk", s.SandboxURL() + "/admin/faults",
 		`"fault": "close_after_commit"`, "courier deliver --destination legacy",
 		"courier list --state awaiting_review", "courier destination status ", "courier review ",
@@ -146,9 +163,21 @@ func TestStackKeepsDeliveriesAcrossRestarts(t *testing.T) {
 		list, err := st.ListAwaitingReview(ctx)
 		return err == nil && slices.ContainsFunc(list, func(d starter.Delivery) bool { return d.Key == parked.Key })
 	}, 30*time.Second, 200*time.Millisecond, "the parked delivery is listed after the restart")
-	_, err = st.Review(ctx, parked.Key, workflows.ReviewDecision{
-		Decision: workflows.DecisionDelivered, Reviewer: "test", ResourceID: "ticket-1", Note: "found it"})
+	// legacy takes the dev reviewer's signed decisions only.
+	d := workflows.ReviewDecision{Decision: workflows.DecisionDelivered, Reviewer: "test", ResourceID: "ticket-1", Note: "found it"}
+	_, err = st.Review(ctx, parked.Key, d)
+	var refused *starter.ReviewRefusedError
+	require.ErrorAs(t, err, &refused)
+	require.Contains(t, refused.Reason, "proof required")
+	kb, err := os.ReadFile(s.ReviewerKeyPath())
 	require.NoError(t, err)
+	name, key, err := reviewproof.ParseKeyFile(kb)
+	require.NoError(t, err)
+	d, err = st.Sign(ctx, parked.Key, d, starter.Signer{Name: name, Key: key})
+	require.NoError(t, err)
+	rec, err := st.Review(ctx, parked.Key, d)
+	require.NoError(t, err)
+	require.Equal(t, devstack.ReviewerName, rec.Principal)
 	done, err := st.Wait(ctx, parked.Key)
 	require.NoError(t, err)
 	require.Equal(t, workflows.StatusDeliveredByReview, done.Status)
@@ -173,7 +202,7 @@ func deskFromBanner(t *testing.T, courier, banner string) {
 			file = m[2]
 		}
 	}
-	require.Equal(t, []string{"TEMPORAL_ADDRESS", "COURIER_DESTINATIONS", "PATH"}, names)
+	require.Equal(t, []string{"TEMPORAL_ADDRESS", "COURIER_DESTINATIONS", "COURIER_REVIEWER_KEY", "PATH"}, names)
 	require.Contains(t, banner, "export PATH="+filepath.Dir(courier)+":$PATH", "the courier the worker runs comes first")
 	cfg, err := destinations.Load(file)
 	require.NoError(t, err, "the exported file is the worker's")

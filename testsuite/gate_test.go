@@ -244,7 +244,7 @@ func reviewedGateStack(t *testing.T, svc string) (*opsStack, string, *lab.Worker
 	s := newOpsStack(t, map[string]sandbox.Mode{svc: sandbox.ModeHonoursKeys})
 	retry := contract.Retry{MaxAttempts: 3, AttemptTimeout: contract.Duration(5 * time.Second), Deadline: contract.Duration(30 * time.Second)}
 	name := svc + "-" + s.run
-	s.deploy(destinations.Config{Reviewers: []string{"alice"},
+	s.deploy(destinations.Config{Reviewers: destinations.Plain("alice"),
 		Destinations: map[string]destinations.Destination{name: s.dest(svc, contract.Contract{Dedup: contract.DedupKey, Retry: retry})}})
 	return s, name, s.startWorker()
 }

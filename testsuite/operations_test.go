@@ -261,8 +261,8 @@ func TestConfigDeployInFlight(t *testing.T) {
 	retry := contract.Retry{MaxAttempts: 3, InitialInterval: contract.Duration(6 * time.Second),
 		MaxInterval: contract.Duration(6 * time.Second), Backoff: 2,
 		AttemptTimeout: contract.Duration(2 * time.Second), Deadline: contract.Duration(5 * time.Minute)}
-	before := destinations.Config{Reviewers: []string{"ops"}, Destinations: map[string]destinations.Destination{}}
-	after := destinations.Config{Reviewers: []string{"ops"}, Destinations: map[string]destinations.Destination{}}
+	before := destinations.Config{Reviewers: destinations.Plain("ops"), Destinations: map[string]destinations.Destination{}}
+	after := destinations.Config{Reviewers: destinations.Plain("ops"), Destinations: map[string]destinations.Destination{}}
 	for _, ch := range changes {
 		key := contract.Contract{Dedup: contract.DedupKey, KeyHeader: "Idempotency-Key", ReplayMarker: marker, Retry: retry}
 		none := contract.Contract{Dedup: contract.DedupNone, Retry: retry}
@@ -387,7 +387,7 @@ func TestSecondRunNeverSendsBlind(t *testing.T) {
 	retry := contract.Retry{MaxAttempts: 3, InitialInterval: contract.Duration(100 * time.Millisecond),
 		MaxInterval: contract.Duration(time.Second), Backoff: 2,
 		AttemptTimeout: contract.Duration(2 * time.Second), Deadline: contract.Duration(time.Minute)}
-	s.deploy(destinations.Config{Reviewers: []string{"ops"}, Destinations: map[string]destinations.Destination{
+	s.deploy(destinations.Config{Reviewers: destinations.Plain("ops"), Destinations: map[string]destinations.Destination{
 		"plain": s.dest("plain", contract.Contract{Dedup: contract.DedupNone, Retry: retry}),
 		"keyed": s.dest("keyed", contract.Contract{Dedup: contract.DedupKey, KeyHeader: "Idempotency-Key",
 			KeyRetention: contract.Duration(24 * time.Hour),
@@ -544,7 +544,7 @@ func TestReviewFloodStaysBounded(t *testing.T) {
 	defer cancel()
 	s := newOpsStack(t, map[string]sandbox.Mode{"plain": sandbox.ModeNoKeys})
 	retry := contract.Retry{MaxAttempts: 3, AttemptTimeout: contract.Duration(2 * time.Second), Deadline: contract.Duration(time.Minute)}
-	s.deploy(destinations.Config{Reviewers: []string{"ops"}, Destinations: map[string]destinations.Destination{
+	s.deploy(destinations.Config{Reviewers: destinations.Plain("ops"), Destinations: map[string]destinations.Destination{
 		"plain": s.dest("plain", contract.Contract{Dedup: contract.DedupNone, Retry: retry}),
 	}})
 	s.startWorker()

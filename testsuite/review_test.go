@@ -339,9 +339,9 @@ func (s *ReviewSuite) TestBatchJobDecidesOnce() {
 // else is refused by the update and ignored as a signal.
 func (s *ReviewSuite) TestReviewerAllowList() {
 	cfg := s.dest.Config
-	cfg.Reviewers = []string{"alice"}
+	cfg.Reviewers = destinations.Plain("alice")
 	// The first attempt records the worker's reviewers with its contract.
-	s.dest.Activities.Reviewers = cfg.Reviewers
+	s.dest.Activities.Reviewers = cfg.Reviewers.Names()
 	s.at(time.Hour, func() {
 		s.env.UpdateWorkflow(workflows.UpdateReview, "mallory", &sdktest.TestUpdateCallback{
 			OnReject:   func(err error) { s.ErrorContains(err, `reviewer: "mallory" may not review deliveries; allowed: alice`) },

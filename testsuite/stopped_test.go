@@ -30,7 +30,7 @@ import (
 func parkedAtNone(ctx context.Context, t *testing.T, name string) (*opsStack, workflows.DeliveryInput, workflows.DeliveryStatus, string) {
 	t.Helper()
 	s := newOpsStack(t, map[string]sandbox.Mode{"plain": sandbox.ModeNoKeys})
-	s.deploy(destinations.Config{Reviewers: []string{"ops"}, Destinations: map[string]destinations.Destination{
+	s.deploy(destinations.Config{Reviewers: destinations.Plain("ops"), Destinations: map[string]destinations.Destination{
 		"plain": s.dest("plain", contract.Contract{Dedup: contract.DedupNone, Retry: contract.Retry{MaxAttempts: 3,
 			AttemptTimeout: contract.Duration(2 * time.Second), Deadline: contract.Duration(time.Minute)}}),
 	}})

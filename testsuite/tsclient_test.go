@@ -57,7 +57,7 @@ func TestTypeScriptClient(t *testing.T) {
 			lab.DestHelpdesk: all.Destinations[lab.DestHelpdesk],
 			lab.DestLegacy:   all.Destinations[lab.DestLegacy],
 		},
-		Reviewers: []string{"alice"}, // so that a reviewer off the list is refused
+		Reviewers: destinations.Plain("alice"), // so that a reviewer off the list is refused
 	}
 	cfgPath := filepath.Join(dir, lab.DestinationsFile)
 	require.NoError(t, lab.WriteDestinations(cfgPath, cfg))

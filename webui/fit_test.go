@@ -166,7 +166,9 @@ func paste(t *testing.T, courier string, s *devstack.Stack, command string) (str
 	cmd := exec.Command("bash", "-c", command)
 	cmd.Dir = t.TempDir()
 	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(courier)+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"TEMPORAL_ADDRESS="+s.Address(), "TEMPORAL_NAMESPACE="+devstack.Namespace, "LC_ALL=C")
+		"TEMPORAL_ADDRESS="+s.Address(), "TEMPORAL_NAMESPACE="+devstack.Namespace, "LC_ALL=C",
+		// As the banner exports it: legacy takes signed decisions.
+		"COURIER_REVIEWER_KEY="+s.ReviewerKeyPath())
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

@@ -116,15 +116,18 @@ func TestReviewByUpdateInTheBrowser(t *testing.T) {
 	// b. Its page: the current details say why it waits and how to decide.
 	b.click("the delivery's row", visible(rowSel+` a[href*="/workflows/`+wid+`/"]`))
 	b.click("the User Metadata tab", visible(metadataTab))
-	before := b.waitFor("the current details with the evidence and the update template", false, detailsJS,
+	before := b.waitFor("the current details with the evidence and the signing command", false, detailsJS,
 		func(s string) bool {
-			return strings.Contains(s, "cannot deduplicate") && strings.Contains(s, `"decision"`)
+			return strings.Contains(s, "cannot deduplicate") && strings.Contains(s, "--print")
 		})
 	require.Contains(t, before, "courier review "+parked.Key, "the details give the review command with the real key")
+	require.Contains(t, before, "reviewers sign their decisions", "the dev stack's legacy asks for proofs")
 	b.shot("parked-details")
 
-	// c. Decide it through the UI's own Send an Update dialog.
-	decision := `{"decision": "retry", "reviewer": "ui-test", "note": "checked in the browser"}`
+	// c. Decide it through the UI's own Send an Update dialog, with the
+	// signed decision the details' command prints.
+	decision := printDecision(t, ctx, courier, s, parked.Key,
+		"--decision", "retry", "--reviewer", "ui-test", "--note", "checked in the browser")
 	b.click("More Actions", visible(moreActions))
 	b.waitFor("the More Actions menu", false, visible(updateItem)+` ? "open" : ""`, nonEmpty)
 	require.Empty(t, b.eval(`document.querySelector('[data-testid="start-workflow-button"]') ? "offered" : ""`),
@@ -171,13 +174,14 @@ func TestReviewByUpdateInTheBrowser(t *testing.T) {
 	require.GreaterOrEqual(t, i, 0, "an accepted decision: %+v", done.Review.Decisions)
 	rec := done.Review.Decisions[i]
 	require.Equal(t, "ui-test", rec.Reviewer)
+	require.Equal(t, devstack.ReviewerName, rec.Principal, "the proof says who decided")
 	require.Equal(t, "update", rec.Via)
 	require.Equal(t, workflows.DecisionRetry, rec.Decision)
 	require.Equal(t, "checked in the browser", rec.Note)
 
 	b.do("reload the delivery's page", chromedp.Reload())
 	b.waitFor("the current details of the delivered delivery", true, detailsJS, func(s string) bool {
-		return strings.Contains(s, string(workflows.StatusCreated)) && !strings.Contains(s, `"decision"`)
+		return strings.Contains(s, string(workflows.StatusCreated)) && !strings.Contains(s, "--print")
 	})
 	require.Equal(t, "disabled", b.eval(`((r) => r ? (r.disabled ? "disabled" : "enabled") : "absent")(
 		[...document.querySelectorAll("button")].find(e => e.checkVisibility() && e.innerText.trim() === "Reset"))`),
@@ -246,6 +250,23 @@ func findChromium(t *testing.T) string {
 	}
 	t.Skip("no Chromium installed (apt-get install chromium); the browser test of the web UI needs one")
 	return ""
+}
+
+// printDecision is what `courier review KEY args... --print` prints with
+// the banner's exports (the dev reviewer's key): the signed decision, in
+// one line for the editor.
+func printDecision(t *testing.T, ctx context.Context, courier string, s *devstack.Stack, key string, args ...string) string {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, courier, append(append([]string{"review", key}, args...), "--print")...)
+	cmd.Env = append(os.Environ(), "TEMPORAL_ADDRESS="+s.Address(), "COURIER_REVIEWER_KEY="+s.ReviewerKeyPath())
+	out, err := cmd.Output()
+	require.NoError(t, err, "courier review --print")
+	var d workflows.ReviewDecision
+	require.NoError(t, json.Unmarshal(out, &d), "%s", out)
+	require.NotEmpty(t, d.Proof, "signed with the dev reviewer's key")
+	b, err := json.Marshal(d)
+	require.NoError(t, err)
+	return string(b)
 }
 
 // startDevStack is `courier-lab dev` on free ports in a folder of the test's.

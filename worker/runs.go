@@ -22,11 +22,26 @@ import (
 // the configured contracts (a delivery's first attempt records one) and
 // the client that reads a workflow ID's earlier runs.
 func NewActivities(c client.Client, cfg destinations.Config, ads *Adapters) *activities.Activities {
-	acts := &activities.Activities{Adapters: ads.ByName, Notifiers: ads.Notifiers, Contracts: cfg.Contracts(), Reviewers: cfg.Reviewers}
+	acts := &activities.Activities{Adapters: ads.ByName, Notifiers: ads.Notifiers, Contracts: cfg.Contracts(),
+		Reviewers: cfg.Reviewers.Names(), Reviewing: Reviewing(cfg)}
 	if c != nil {
 		acts.Runs = earlierRuns{c}
 	}
 	return acts
+}
+
+// Reviewing is who may review at each destination whose reviewers are not
+// simply the file's plain default: its own, or keyed ones.
+func Reviewing(cfg destinations.Config) map[string]activities.Reviewing {
+	m := map[string]activities.Reviewing{}
+	for name, d := range cfg.Destinations {
+		if d.Reviewers == nil && !cfg.Reviewers.Keyed() {
+			continue
+		}
+		names, policy := cfg.ReviewersOf(name)
+		m[name] = activities.Reviewing{Names: names, Policy: policy}
+	}
+	return m
 }
 
 // maxEarlierRuns bounds how many runs of one workflow ID are read; a

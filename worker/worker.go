@@ -111,7 +111,7 @@ func Deliveries(cfg destinations.Config) *workflows.Deliveries {
 	for name, d := range cfg.Destinations {
 		routes[name] = workflows.Route{RateLimit: d.RateLimit, Contract: d.Contract}
 	}
-	return workflows.NewDeliveries(routes, cfg.Reviewers)
+	return workflows.NewDeliveries(routes, cfg.Reviewers.Names())
 }
 
 // New returns the workers of one process: the main one on the courier task

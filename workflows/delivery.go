@@ -110,8 +110,10 @@ type delivery struct {
 	// with the start.
 	starter     string
 	deliverSeen bool
-	// decision is an accepted review decision not yet acted on.
-	decision *ReviewDecision
+	// decision is an accepted review decision not yet acted on; decidedBy
+	// names who made it, verified where a proof said so.
+	decision  *ReviewDecision
+	decidedBy string
 	// terms are the recorded contract and reviewers every decision uses;
 	// nil until the first attempt reports them.
 	terms *activities.Terms
@@ -166,8 +168,8 @@ func (d *delivery) setup(ctx workflow.Context) error {
 		func(ctx workflow.Context, rd ReviewDecision) (ReviewRecord, error) {
 			return d.receiveReview(ctx, rd, "update"), nil
 		},
-		workflow.UpdateHandlerOptions{Description: describeReviewUpdate, Validator: func(_ workflow.Context, rd ReviewDecision) error {
-			if err := d.checkReview(rd); err != nil {
+		workflow.UpdateHandlerOptions{Description: describeReviewUpdate, Validator: func(ctx workflow.Context, rd ReviewDecision) error {
+			if err := d.checkReview(ctx, rd); err != nil {
 				// A named type, so callers in any SDK can tell a refusal apart.
 				return temporal.NewApplicationError(err.Error(), ErrInvalidReview)
 			}

@@ -113,7 +113,15 @@ func (d *delivery) details() string {
 			b.WriteString(fmt.Sprintf(" (%s, %s)", at.Started.UTC().Format(time.TimeOnly), at.Ended.Sub(at.Started).Round(time.Millisecond)))
 		}
 	}
-	if d.waiting() {
+	if d.waiting() && d.policy() != nil {
+		b.WriteString("\n\n**Evidence**\n\n" + text.Fence(text.Wrap(d.res.Review.Evidence, text.FenceWidth)))
+		b.WriteString("\n\nCheck the destination for the effect, then decide one of (" + text.Markdown(d.policy().Source) +
+			" sign their decisions: run it with your key file in `$COURIER_REVIEWER_KEY`, or add `--key FILE`):\n\n" +
+			text.Fence(ReviewCommands(d.res.Key)))
+		b.WriteString("\n\nor here: More Actions → **Send an Update**, name `review`, with the signed decision that this prints " +
+			"(it carries `proof`; the update refuses a decision without a valid one and says why):\n\n" +
+			text.Fence(text.Command("courier review "+d.res.Key, "--decision retry", "--reviewer <YOUR-NAME>", `--note "why"`, "--print")))
+	} else if d.waiting() {
 		b.WriteString("\n\n**Evidence**\n\n" + text.Fence(text.Wrap(d.res.Review.Evidence, text.FenceWidth)))
 		b.WriteString("\n\nCheck the destination for the effect, then decide one of:\n\n" + text.Fence(ReviewCommands(d.res.Key)))
 		b.WriteString("\n\nor here: More Actions → **Send an Update** (not Send a Signal: the update refuses a bad decision " +
@@ -129,7 +137,7 @@ func (d *delivery) details() string {
 			if rec.ResourceID != "" {
 				found = ", resource " + text.Code(rec.ResourceID)
 			}
-			b.WriteString(fmt.Sprintf("\n\nLast decision: **%s**%s by %s at %s (%s): %s", rec.Decision, found, text.Code(rec.Reviewer),
+			b.WriteString(fmt.Sprintf("\n\nLast decision: **%s**%s by %s at %s (%s): %s", rec.Decision, found, decider(rec),
 				text.UTC(rec.Received), via(rec), text.Code(rec.Note)))
 		}
 		if rec, ok := lastDecision(r, false); ok {
@@ -162,7 +170,7 @@ func (d *delivery) headline() string {
 		return s
 	case d.res.Status == StatusDeliveredByReview || d.res.Status == StatusAbandoned:
 		if rec, ok := lastDecision(d.res.Review, true); ok {
-			s := fmt.Sprintf("%s: decided by %s", st, text.Code(rec.Reviewer))
+			s := fmt.Sprintf("%s: decided by %s", st, decider(rec))
 			if rec.ResourceID != "" {
 				s += ", resource " + text.Code(rec.ResourceID) // the effect the reviewer found
 			}
@@ -211,6 +219,15 @@ func (d *delivery) heldHelp() string {
 // waiting: parked, no decision yet.
 func (d *delivery) waiting() bool {
 	return d.state == StateAwaitingReview && d.res.Status == "" && d.res.Review != nil && d.decision == nil
+}
+
+// decider names who made a decision: the verified principal and the rule
+// that allowed it, or the name the decision gave.
+func decider(rec ReviewRecord) string {
+	if rec.Principal != "" {
+		return text.Code(rec.Principal) + " (verified: " + text.Markdown(rec.Policy) + ")"
+	}
+	return text.Code(rec.Reviewer)
 }
 
 // via says how a decision came.

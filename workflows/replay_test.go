@@ -32,7 +32,7 @@ import (
 // workflow, or (a trust set) of a few Delivery scenarios off the happy path. Record a new set (when the workflow changes) from the repository
 // root with
 //
-//	go run ./testsuite/record -set NAME [-gate | -trust]
+//	go run ./testsuite/record -set NAME [-gate | -trust | -verified]
 //
 // A change to the workflow that alters its command sequence must keep every
 // set replaying, which means putting it behind workflow.GetVersion.
@@ -67,16 +67,18 @@ const (
 // Sets of recorded Delivery scenarios off the happy path: deliveries that
 // replace the search attributes a caller set at start, and that end a
 // cancel request canceled (parked, or with an attempt in flight); and
-// those that also ignore a review command pasted with its placeholders.
+// those that also ignore a review command pasted with its placeholders;
+// deliveries whose reviewers have keys, deciding only on a verified proof.
 const (
-	setTrust        = "trust"
-	setPlaceholders = "placeholders"
+	setTrust           = "trust"
+	setPlaceholders    = "placeholders"
+	setVerifiedReviews = "verified-reviews"
 )
 
 var (
 	deliverySets = []string{setConfigContract, setRecordedContract, setDeliverUpdate, setReviewDesk, setRetryState}
 	gateSets     = []string{setGateReportedBreaker, setGateTerms, setGateMemo}
-	trustSets    = []string{setTrust, setPlaceholders}
+	trustSets    = []string{setTrust, setPlaceholders, setVerifiedReviews}
 )
 
 // recordedHistories reads every Delivery set's index (the fault cases' and

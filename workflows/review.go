@@ -15,6 +15,7 @@ import (
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/internal/text"
+	"github.com/abde64c9/courier/reviewproof"
 )
 
 // review parks the delivery until a valid decision arrives. It never guesses:
@@ -68,7 +69,7 @@ func (d *delivery) review(ctx workflow.Context, reminder contract.Duration, evid
 			&activities.Receipt{ResourceID: rd.ResourceID, Status: "delivered_by_review", Source: activities.SourceReview}, "")
 		return true, res, err
 	case DecisionAbandon:
-		res, err := d.finish(ctx, StatusAbandoned, nil, "abandoned by "+rd.Reviewer+": "+rd.Note)
+		res, err := d.finish(ctx, StatusAbandoned, nil, "abandoned by "+d.decidedBy+": "+rd.Note)
 		return true, res, err
 	}
 	// The reviewer saw the earlier runs named in the evidence.
@@ -166,22 +167,44 @@ func (d *delivery) reminder(n int) activities.Reminder {
 }
 
 // checkReview is the update validator and the signal's filter: a decision is
-// acted on only when it is well formed and the delivery is waiting for one.
-func (d *delivery) checkReview(rd ReviewDecision) error { return d.check(rd, true) }
+// acted on only when it is well formed, the delivery is waiting for one and,
+// where its recorded reviewers have keys, its proof verifies.
+func (d *delivery) checkReview(ctx workflow.Context, rd ReviewDecision) error {
+	_, err := d.check(ctx, rd, true)
+	return err
+}
 
 // check is checkReview; placeholders false leaves a pasted placeholder as
-// it was decided before they were refused.
-func (d *delivery) check(rd ReviewDecision, placeholders bool) error {
+// it was decided before they were refused. It returns what a proof proved.
+func (d *delivery) check(ctx workflow.Context, rd ReviewDecision, placeholders bool) (reviewproof.Verified, error) {
 	if err := rd.validate(placeholders); err != nil {
-		return err
+		return reviewproof.Verified{}, err
 	}
-	if allowed := d.reviewers(); len(allowed) > 0 && !slices.Contains(allowed, rd.Reviewer) {
-		return fmt.Errorf("reviewer: %q may not review deliveries; allowed: %s", rd.Reviewer, strings.Join(allowed, ", "))
+	p := d.policy()
+	if allowed := d.reviewers(); p == nil && len(allowed) > 0 && !slices.Contains(allowed, rd.Reviewer) {
+		return reviewproof.Verified{}, fmt.Errorf("reviewer: %q may not review deliveries; allowed: %s", rd.Reviewer, strings.Join(allowed, ", "))
 	}
 	if d.state != StateAwaitingReview || d.decision != nil {
-		return fmt.Errorf("delivery %s is not awaiting review (state %s)", d.res.Key, d.stateName())
+		return reviewproof.Verified{}, fmt.Errorf("delivery %s is not awaiting review (state %s)", d.res.Key, d.stateName())
 	}
-	return nil
+	if p == nil {
+		return reviewproof.Verified{}, nil
+	}
+	// Pure computation over the recorded keys and the workflow's clock:
+	// replay verifies alike.
+	v, err := reviewproof.Verify(rd.Proof, d.proofDecision(rd), *p, workflow.Now(ctx))
+	if err != nil {
+		return v, fmt.Errorf("proof: %w", err)
+	}
+	return v, nil
+}
+
+// proofDecision is what a proof for rd must have signed here.
+func (d *delivery) proofDecision(rd ReviewDecision) reviewproof.Decision {
+	return reviewproof.Decision{
+		Key: d.res.Key, Destination: d.in.Destination, Parked: d.res.Review.Requested,
+		Decision: rd.Decision, ResourceID: rd.ResourceID, Note: rd.Note,
+	}
 }
 
 func (d *delivery) receiveReview(ctx workflow.Context, rd ReviewDecision, via string) ReviewRecord {
@@ -206,11 +229,15 @@ func (d *delivery) receiveReview(ctx workflow.Context, rd ReviewDecision, via st
 	// they were refused is decided again as it was.
 	refuse := rd.Placeholders() == nil ||
 		workflow.GetVersion(ctx, versionPlaceholders, workflow.DefaultVersion, 1) == 1
-	if err := d.check(rd, refuse); err != nil {
+	if v, err := d.check(ctx, rd, refuse); err != nil {
 		rec.Reason = text.Excerpt(err.Error(), maxReasonLen)
 	} else {
-		rec.Accepted = true
+		rec.Accepted, rec.Principal, rec.Policy = true, v.Principal, v.Policy
 		d.decision = &rd
+		d.decidedBy = rd.Reviewer
+		if v.Principal != "" {
+			d.decidedBy = v.Principal + " (verified)"
+		}
 	}
 	return d.record(ctx, rec)
 }
@@ -225,6 +252,9 @@ func (d *delivery) record(ctx workflow.Context, rec ReviewRecord) ReviewRecord {
 	if rec.Accepted {
 		r.Decisions = append(r.Decisions, rec)
 		detail := fmt.Sprintf("%s by %s: %s", rec.Decision, rec.Reviewer, rec.Note)
+		if rec.Principal != "" {
+			detail = fmt.Sprintf("%s by %s, verified (%s): %s", rec.Decision, rec.Principal, rec.Policy, rec.Note)
+		}
 		if rec.BatchJob != "" {
 			detail += " (batch job " + rec.BatchJob + ")"
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/internal/text"
 	"github.com/abde64c9/courier/opkey"
+	"github.com/abde64c9/courier/reviewproof"
 )
 
 func (d *delivery) run(ctx workflow.Context) (DeliveryResult, error) {
@@ -278,6 +279,16 @@ func (d *delivery) reviewers() []string {
 		return d.terms.Reviewers
 	}
 	return d.configReviewers
+}
+
+// policy is the recorded reviewers' keys and what each may decide; nil
+// where they have none (or for a delivery from before terms were
+// recorded): decisions then carry no proof.
+func (d *delivery) policy() *reviewproof.Policy {
+	if d.terms == nil {
+		return nil
+	}
+	return d.terms.Policy
 }
 
 // nothingAppliedBefore: no attempt before the last one can have taken effect.

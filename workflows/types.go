@@ -14,6 +14,7 @@ import (
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/internal/text"
 	"github.com/abde64c9/courier/opkey"
+	"github.com/abde64c9/courier/reviewproof"
 )
 
 // DeliveryInput is the Delivery workflow's input: one business operation and
@@ -131,6 +132,10 @@ type ReviewDecision struct {
 	// says which job decided it, and a delivery takes one job's decision
 	// once however often it arrives.
 	BatchJob string `json:"batch_job,omitempty"`
+	// Proof is the reviewer's signature over the decision (package
+	// reviewproof), required where the delivery's recorded reviewers
+	// have keys: then it, not Reviewer, says who decided.
+	Proof string `json:"proof,omitempty"`
 }
 
 // Limits on a review decision's fields, in bytes. They keep what a delivery
@@ -141,6 +146,7 @@ const (
 	MaxResourceIDLen = 256
 	MaxNoteLen       = 1024
 	MaxBatchJobLen   = 128
+	MaxProofLen      = reviewproof.MaxLen
 )
 
 // Validate rejects a decision that cannot be acted on, saying how to fix it.
@@ -160,6 +166,7 @@ func (d ReviewDecision) validate(placeholders bool) error {
 	limit("resource_id", d.ResourceID, MaxResourceIDLen)
 	limit("note", d.Note, MaxNoteLen)
 	limit("batch_job", d.BatchJob, MaxBatchJobLen)
+	limit("proof", d.Proof, MaxProofLen)
 	if len(errs) > 0 {
 		return errors.Join(errs...) // the checks below would quote the long value
 	}
@@ -209,7 +216,8 @@ func (d ReviewDecision) Placeholders() error {
 }
 
 // Excerpt is d cut to the field limits, for recording a decision that broke
-// them; a cut field ends in "…".
+// them; a cut field ends in "…". The proof is left out: the history's
+// signal or update holds it, and the record holds what it proved.
 func (d ReviewDecision) Excerpt() ReviewDecision {
 	return ReviewDecision{
 		Decision:   text.Excerpt(d.Decision, MaxDecisionLen),
@@ -261,6 +269,11 @@ type ReviewRecord struct {
 	Via      string    `json:"via"` // signal or update
 	Accepted bool      `json:"accepted"`
 	Reason   string    `json:"reason,omitempty"` // why it was ignored
+	// Principal is who the decision's proof proves decided (the key id),
+	// and Policy the rule of the recorded reviewers that allowed it; both
+	// empty where the reviewers have no keys.
+	Principal string `json:"principal,omitempty"`
+	Policy    string `json:"policy,omitempty"`
 	// Repeats counts how often an accepted batch job's decision arrived
 	// again (the job retried, or was sent again): counted once, never
 	// acted on twice, neither accepted nor ignored.

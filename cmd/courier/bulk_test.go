@@ -185,7 +185,7 @@ func bulkReport(t *testing.T, r result) starter.BulkReport {
 // a real worker process, and counts each delivery's decision from its own
 // status and each effect from the destination's store.
 func TestReviewAll(t *testing.T) {
-	b := startLab(t, 15*time.Minute, func(cfg *destinations.Config) { cfg.Reviewers = []string{"ops", "bob"} })
+	b := startLab(t, 15*time.Minute, func(cfg *destinations.Config) { cfg.Reviewers = destinations.Plain("ops", "bob") })
 	ctx, st := b.ctx, b.st
 
 	const n = 200

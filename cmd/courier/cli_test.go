@@ -158,7 +158,7 @@ func setup(t *testing.T) *cliRun {
 	require.NoError(t, err)
 	t.Cleanup(env.Close)
 	// Only these may decide reviews: the workflow checks, the CLI reports.
-	env.Config.Reviewers = []string{"alice", "bob"}
+	env.Config.Reviewers = destinations.Plain("alice", "bob")
 
 	workers := worker.New(srv.Client(), env.Config, env.WorkerActivities(srv.Client()), sdkworker.Options{})
 	wctx, stop := context.WithCancel(context.Background())

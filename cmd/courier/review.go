@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -11,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/abde64c9/courier/internal/cli"
+	"github.com/abde64c9/courier/reviewproof"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -27,7 +31,9 @@ type bulkFlags struct {
 
 func reviewCommand() *cobra.Command {
 	var d workflows.ReviewDecision
-	var wait bool
+	var wait, print bool
+	var keyFile string
+	var ttl time.Duration
 	var b bulkFlags
 	c := &cobra.Command{
 		Use:   "review KEY|--all [filters] --decision retry|delivered|abandon --reviewer NAME --note TEXT [--resource-id ID]",
@@ -42,6 +48,13 @@ review) is refused with the reason and changes nothing.
 
 Prints the recorded decision as JSON (with --wait, the delivery's status once it moves on).
 
+Where the destination's reviewers have keys, a decision carries a proof signed with your
+key: --key FILE (default $COURIER_REVIEWER_KEY), a file courier review keygen wrote. The
+command reads the delivery's status (its key, destination and the time it parked) and
+signs the decision for that park alone, good for --ttl. With --print it prints the
+decision as JSON instead of sending it: paste it into the web UI's Send an Update (name
+review), or give it to temporal workflow update execute --name review --input.
+
 With --all instead of KEY, decides every delivery awaiting review that the filters select
 (--destination, --tenant, --operation, --parked-before, --query; running deliveries in
 state awaiting_review only). It prints how many match and a sample, and sends nothing
@@ -53,6 +66,8 @@ job's decision once. It waits for the job, then reads each delivery's status and
 how many accepted the decision, ignored it (and why) or received it again, as JSON.`,
 		Example: `  courier review KEY --decision delivered --resource-id ticket-1 --reviewer alice --note "found it in the helpdesk"
   courier review KEY --decision retry --reviewer alice --note "not in the helpdesk" --wait
+  courier review KEY --decision retry --reviewer alice --note "not in the helpdesk" --key alice.key --print
+  courier review keygen --name alice --out alice.key
   courier review --all --destination legacy --decision retry --reviewer ops --note "outage over" --dry-run
   courier review --all --destination legacy --parked-before 2h --decision retry --reviewer ops --note "outage over" --yes
   courier review --all --destination legacy --decision delivered --resource-ids found.csv --reviewer ops --note "found them" --yes`,
@@ -75,6 +90,10 @@ how many accepted the decision, ignored it (and why) or received it again, as JS
 	cli.Required(c, "decision", "reviewer", "note")
 	cli.Choices(c, "decision", workflows.DecisionRetry, workflows.DecisionDelivered, workflows.DecisionAbandon)
 	f.StringVar(&d.ResourceID, "resource-id", "", "the `id` of the effect you found (required with --decision delivered)")
+	f.StringVar(&keyFile, "key", "", "your reviewer key `file` (courier review keygen), to sign the decision; default $"+envReviewerKey)
+	f.BoolVar(&print, "print", false, "print the (signed) decision as JSON instead of sending it, for the web UI's Send an Update")
+	f.DurationVar(&ttl, "ttl", starter.DefaultProofTTL, "how long the signed decision stays good, at most 24h")
+	_ = c.MarkFlagFilename("key")
 	f.BoolVar(&wait, "wait", false, "wait for the delivery to finish or stop again, print its status, exit as deliver does")
 	f.BoolVar(&b.all, "all", false, "decide every delivery awaiting review that the filters below select, instead of KEY")
 	f.StringVar(&b.filter.Destination, "destination", "", "with --all: only deliveries to this destination `name`")
@@ -91,6 +110,11 @@ how many accepted the decision, ignored it (and why) or received it again, as JS
 	c.RunE = func(c *cobra.Command, args []string) error {
 		ctx := c.Context()
 		if b.all {
+			for _, name := range []string{"key", "print", "ttl"} {
+				if c.Flags().Changed(name) {
+					return cli.UsageError("--%s signs one delivery's decision: a proof is bound to one delivery and its park; give its KEY", name)
+				}
+			}
 			bd, lines, err := b.check(c, d, wait)
 			if err != nil {
 				return err
@@ -104,9 +128,108 @@ how many accepted the decision, ignored it (and why) or received it again, as JS
 		if err := d.Validate(); err != nil {
 			return cli.UsageError("invalid decision: %w", err)
 		}
-		return withStarter(ctx, func(s *starter.Client) error { return review(ctx, s, key, d, wait) })
+		if print && wait {
+			return cli.UsageError("--print sends nothing, so there is nothing to --wait for")
+		}
+		signer, err := readSigner(keyFile, ttl)
+		if err != nil {
+			return err
+		}
+		return withStarter(ctx, func(s *starter.Client) error {
+			if signer != nil {
+				if d, err = s.Sign(ctx, key, d, *signer); err != nil {
+					return startError(err)
+				}
+			}
+			if print {
+				return cli.PrintJSON(os.Stdout, d)
+			}
+			return review(ctx, s, key, d, wait)
+		})
 	}
+	c.AddCommand(keygenCommand())
 	return c
+}
+
+// envReviewerKey names the reviewer key file when --key does not.
+const envReviewerKey = "COURIER_REVIEWER_KEY"
+
+// readSigner reads the reviewer key file (--key, else $COURIER_REVIEWER_KEY);
+// nil when neither names one: the decision goes unsigned.
+func readSigner(path string, ttl time.Duration) (*starter.Signer, error) {
+	from := "--key"
+	if path == "" {
+		path, from = os.Getenv(envReviewerKey), "$"+envReviewerKey
+	}
+	if path == "" {
+		return nil, nil
+	}
+	if ttl <= 0 || ttl > reviewproof.MaxLifetime {
+		return nil, cli.UsageError("--ttl %s: a signed decision stays good for more than nothing and at most %s", ttl, reviewproof.MaxLifetime)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, cli.UsageError("%s: %w (courier review keygen --name NAME --out FILE creates a reviewer key)", from, err)
+	}
+	name, key, err := reviewproof.ParseKeyFile(b)
+	if err != nil {
+		return nil, cli.UsageError("%s %s: %w", from, path, err)
+	}
+	return &starter.Signer{Name: name, Key: key, TTL: ttl}, nil
+}
+
+func keygenCommand() *cobra.Command {
+	var name, out string
+	c := &cobra.Command{
+		Use:   "keygen --name NAME --out FILE",
+		Short: "create a reviewer's key pair: the private key to a file, the reviewers entry to stdout",
+		Long: `Creates an Ed25519 key pair for the reviewer NAME. The private key goes to FILE (mode 0600;
+it is never overwritten); keep it where only you can read it, and point --key or
+$COURIER_REVIEWER_KEY at it. The entry printed (name, public key, decisions) goes into
+the destinations file's reviewers, at the top (every destination) or in a destination;
+trim its decisions to what NAME may decide.`,
+		Example:     "  courier review keygen --name alice --out ~/.courier/alice.key",
+		Args:        cobra.NoArgs,
+		Annotations: cli.Exits(cli.CodeOK, cli.CodeError, cli.CodeUsage),
+		RunE: func(c *cobra.Command, _ []string) error {
+			entry, err := keygen(name, out)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "private key written to %s; add this entry to the destinations file's reviewers:\n", out)
+			return cli.PrintJSON(os.Stdout, entry)
+		},
+	}
+	c.Flags().StringVar(&name, "name", "", "the reviewer's `name`: the key id its proofs carry")
+	c.Flags().StringVar(&out, "out", "", "the private key `file` to create")
+	cli.Required(c, "name", "out")
+	return c
+}
+
+// keygen writes a new private key for name to out and returns its
+// reviewers entry.
+func keygen(name, out string) (reviewproof.Reviewer, error) {
+	pub, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return reviewproof.Reviewer{}, err
+	}
+	entry := reviewproof.Reviewer{Name: name, Key: reviewproof.FormatPublicKey(pub), Decisions: reviewproof.Decisions}
+	if err := entry.Check(); err != nil {
+		return entry, cli.UsageError("--name: %w", err)
+	}
+	b, err := json.MarshalIndent(reviewproof.NewKeyFile(name, key), "", "  ")
+	if err != nil {
+		return entry, err
+	}
+	f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return entry, cli.UsageError("--out: %w", err)
+	}
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		f.Close()
+		return entry, err
+	}
+	return entry, f.Close()
 }
 
 // bulkOnly are the flags that mean something with --all only.

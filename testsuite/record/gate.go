@@ -38,7 +38,7 @@ var gateConfig = destinations.Config{Destinations: map[string]destinations.Desti
 	"rec-resume-breaker": {Contract: contract.Contract{Breaker: &contract.Breaker{
 		Failures: 2, Window: contract.Duration(time.Minute), CoolDown: contract.Duration(time.Hour)}}},
 	"rec-plain": {},
-}, Reviewers: []string{"alice", "bob"}}
+}, Reviewers: destinations.Plain("alice", "bob")}
 
 // gateScenario drives one destination's gate as workers and operators do.
 type gateScenario struct {
@@ -105,7 +105,7 @@ var gateScenarios = []gateScenario{
 // and returns their histories.
 func recordGates(ctx context.Context, c client.Client, logger *slog.Logger) (map[string][]byte, []wftest.RecordedCase, error) {
 	w := sdkworker.New(c, workflows.TaskQueue, sdkworker.Options{})
-	worker.Register(w, gateConfig, &activities.Activities{Contracts: gateConfig.Contracts(), Reviewers: gateConfig.Reviewers})
+	worker.Register(w, gateConfig, &activities.Activities{Contracts: gateConfig.Contracts(), Reviewers: gateConfig.Reviewers.Names()})
 	if err := w.Start(); err != nil {
 		return nil, nil, err
 	}

@@ -9,7 +9,7 @@
 //
 // From the repository root, with bin/temporal built (make temporal):
 //
-//	go run ./testsuite/record -set NAME [-gate | -trust]
+//	go run ./testsuite/record -set NAME [-gate | -trust | -verified]
 //
 // Record a new set when the workflow changes what its histories hold (name
 // it after the change), or re-record the newest set when a case is added
@@ -56,13 +56,21 @@ func main() {
 	}
 }
 
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 func record(ctx context.Context) error {
 	set := flag.String("set", "", "the history set to write: a folder under "+wftest.HistoriesDir+"; required")
 	gate := flag.Bool("gate", false, "record the destination gate's scenarios instead of the fault cases")
 	trust := flag.Bool("trust", false, "record the Delivery scenarios off the happy path (caller-set attributes, cancels) instead of the fault cases")
+	verified := flag.Bool("verified", false, "record the Delivery scenarios of reviewers with keys (signed decisions, good and bad)")
 	flag.Parse()
-	if *gate && *trust {
-		return fmt.Errorf("-gate and -trust record different sets: choose one")
+	if n := btoi(*gate) + btoi(*trust) + btoi(*verified); n > 1 {
+		return fmt.Errorf("-gate, -trust and -verified record different sets: choose one")
 	}
 	if *set == "" || strings.ContainsAny(*set, `/\.`) {
 		return fmt.Errorf("-set NAME is required: the folder under " + wftest.HistoriesDir + " to write " +
@@ -104,6 +112,13 @@ func record(ctx context.Context) error {
 		return err
 	}
 	defer tmp.Close()
+	if *verified {
+		files, index, err := recordVerified(ctx, tmp, courier, dir, logger)
+		if err != nil {
+			return err
+		}
+		return write(out, files, index)
+	}
 	if *trust {
 		files, index, err := recordTrust(ctx, tmp, courier, dir, logger)
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/internal/lab"
 	"github.com/abde64c9/courier/internal/wftest"
 	"github.com/abde64c9/courier/opkey"
@@ -122,6 +123,27 @@ var trustScenarios = []trustScenario{
 // recordTrust runs every -trust scenario against a `courier worker`
 // process over the lab's destinations and returns their histories.
 func recordTrust(ctx context.Context, tmp *lab.Temporal, courier, dir string, logger *slog.Logger) (map[string][]byte, []wftest.RecordedCase, error) {
+	return recordScenarios(ctx, tmp, courier, dir, logger, trustSeed, nil, func(t *trustDriver) []scenario {
+		var scs []scenario
+		for _, sc := range trustScenarios {
+			scs = append(scs, scenario{sc.name, func(ctx context.Context) (string, error) { return sc.run(ctx, t) }})
+		}
+		return scs
+	})
+}
+
+// scenario runs one delivery and returns its workflow ID.
+type scenario struct {
+	name string
+	run  func(ctx context.Context) (string, error)
+}
+
+// recordScenarios runs scenarios against a `courier worker` process over
+// the lab's destinations, changed by edit, and records their histories
+// under seed.
+func recordScenarios(ctx context.Context, tmp *lab.Temporal, courier, dir string, logger *slog.Logger, seed string,
+	edit func(*destinations.Config) error, scenarios func(*trustDriver) []scenario,
+) (map[string][]byte, []wftest.RecordedCase, error) {
 	env, err := testsuite.NewEnv(dir)
 	if err != nil {
 		return nil, nil, err
@@ -131,6 +153,11 @@ func recordTrust(ctx context.Context, tmp *lab.Temporal, courier, dir string, lo
 	for name, d := range cfg.Destinations {
 		d.Contract.Retry.AttemptTimeout = contract.Duration(trustAttemptTimeout)
 		cfg.Destinations[name] = d
+	}
+	if edit != nil {
+		if err := edit(&cfg); err != nil {
+			return nil, nil, err
+		}
 	}
 	file := filepath.Join(dir, lab.DestinationsFile)
 	if err := lab.WriteDestinations(file, cfg); err != nil {
@@ -143,17 +170,16 @@ func recordTrust(ctx context.Context, tmp *lab.Temporal, courier, dir string, lo
 	}
 	defer w.Kill()
 	c := tmp.Client()
-	t := &trustDriver{c: c, s: starter.New(c), env: env}
 	files := map[string][]byte{}
 	var index []wftest.RecordedCase
-	for _, sc := range trustScenarios {
+	for _, sc := range scenarios(&trustDriver{c: c, s: starter.New(c), env: env}) {
 		sctx, cancel := context.WithTimeout(ctx, time.Minute)
-		id, err := sc.run(sctx, t)
+		id, err := sc.run(sctx)
 		cancel()
 		if err != nil {
 			return nil, nil, fmt.Errorf("scenario %q: %w", sc.name, err)
 		}
-		rc, err := recordLatest(ctx, c, trustSeed, sc.name, id, files)
+		rc, err := recordLatest(ctx, c, seed, sc.name, id, files)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -1,0 +1,345 @@
+// Package reviewproof signs and verifies the proof a review decision
+// carries: a compact JWS (EdDSA) by the reviewer's Ed25519 key over what
+// was decided, for which delivery, destination and park, until when.
+//
+// It is pure computation (no I/O, no clock of its own), so the Delivery
+// workflow verifies a decision from the keys recorded with its terms, and
+// replay verifies it again alike.
+package reviewproof
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/abde64c9/courier/internal/text"
+)
+
+const (
+	// Audience is the proof's aud: a token signed for anything else is
+	// never a review decision.
+	Audience = "courier-review"
+	// Alg is the only JWS algorithm a proof may use.
+	Alg = "EdDSA"
+	// KeyPrefix marks a public key in the destinations file, and
+	// PrivatePrefix a reviewer's private key (its 32-byte seed).
+	KeyPrefix     = "ed25519:"
+	PrivatePrefix = "ed25519-private:"
+	// MaxLen bounds a proof; MaxLifetime bounds exp - iat, so a proof
+	// leaked from a terminal is not good for long; Skew is how far ahead
+	// of the workflow's clock a signer's clock may be.
+	MaxLen      = 2048
+	MaxLifetime = 24 * time.Hour
+	Skew        = time.Minute
+)
+
+// Why a proof is refused; each error wraps one of these.
+var (
+	ErrMissing          = errors.New("proof required")
+	ErrMalformed        = errors.New("proof malformed")
+	ErrUnknownKey       = errors.New("unknown key id")
+	ErrSignature        = errors.New("bad signature")
+	ErrAudience         = errors.New("wrong audience")
+	ErrExpired          = errors.New("proof expired")
+	ErrOtherDelivery    = errors.New("signed for another delivery")
+	ErrOtherDestination = errors.New("signed for another destination")
+	ErrEarlierPark      = errors.New("signed for another park")
+	ErrAltered          = errors.New("decision altered after signing")
+	ErrNotAllowed       = errors.New("decision not allowed")
+)
+
+// Reviewer is one entry of a destination's reviewers: a name, which is the
+// key id of the proofs it signs, its public key, and the decisions it may
+// make.
+type Reviewer struct {
+	Name      string   `json:"name"`
+	Key       string   `json:"key"`
+	Decisions []string `json:"decisions"`
+}
+
+// Policy is who may decide what at a destination, as recorded with a
+// delivery's terms.
+type Policy struct {
+	// Source says where it was declared: "legacy's reviewers", or "the
+	// default reviewers".
+	Source    string     `json:"source"`
+	Reviewers []Reviewer `json:"reviewers"`
+}
+
+// Rule is the part of the policy that allows name's decisions, for the
+// audit trail: "legacy's reviewers: alice may retry, delivered, abandon".
+func (p Policy) Rule(r Reviewer) string {
+	return fmt.Sprintf("%s: %s may %s", p.Source, r.Name, strings.Join(r.Decisions, ", "))
+}
+
+func (p Policy) names() []string {
+	names := make([]string, len(p.Reviewers))
+	for i, r := range p.Reviewers {
+		names[i] = r.Name
+	}
+	return names
+}
+
+// ParsePublicKey reads "ed25519:<base64 of the 32-byte key>".
+func ParsePublicKey(s string) (ed25519.PublicKey, error) {
+	b64, ok := strings.CutPrefix(s, KeyPrefix)
+	if !ok {
+		return nil, fmt.Errorf("key: %q does not start with %q", excerpt(s), KeyPrefix)
+	}
+	b, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return nil, fmt.Errorf("key: not base64: %w", err)
+	}
+	if len(b) != ed25519.PublicKeySize {
+		return nil, fmt.Errorf("key: %d bytes; an Ed25519 public key has %d", len(b), ed25519.PublicKeySize)
+	}
+	return ed25519.PublicKey(b), nil
+}
+
+// FormatPublicKey is ParsePublicKey's inverse.
+func FormatPublicKey(k ed25519.PublicKey) string {
+	return KeyPrefix + base64.StdEncoding.EncodeToString(k)
+}
+
+// KeyFile is a reviewer's private key as courier review keygen writes it.
+type KeyFile struct {
+	Name string `json:"name"`
+	Key  string `json:"key"` // PrivatePrefix and the base64 seed
+}
+
+// NewKeyFile is a key file for name holding key.
+func NewKeyFile(name string, key ed25519.PrivateKey) KeyFile {
+	return KeyFile{Name: name, Key: PrivatePrefix + base64.StdEncoding.EncodeToString(key.Seed())}
+}
+
+// ParseKeyFile reads a key file's content.
+func ParseKeyFile(b []byte) (string, ed25519.PrivateKey, error) {
+	var f KeyFile
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return "", nil, fmt.Errorf(`not a reviewer key file ({"name": ..., "key": %q...}): %w`, PrivatePrefix, err)
+	}
+	if f.Name == "" {
+		return "", nil, errors.New("name: missing")
+	}
+	b64, ok := strings.CutPrefix(f.Key, PrivatePrefix)
+	if !ok {
+		return "", nil, fmt.Errorf("key: does not start with %q", PrivatePrefix)
+	}
+	seed, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil || len(seed) != ed25519.SeedSize {
+		return "", nil, fmt.Errorf("key: not the base64 of a %d-byte Ed25519 seed", ed25519.SeedSize)
+	}
+	return f.Name, ed25519.NewKeyFromSeed(seed), nil
+}
+
+// Decision is what a proof binds: the decision and where it is decided.
+type Decision struct {
+	Key         string
+	Destination string
+	// Parked is when the delivery parked (its review's requested time):
+	// a proof for one park cannot decide the next.
+	Parked     time.Time
+	Decision   string
+	ResourceID string
+	Note       string
+}
+
+// Claims are a proof's payload.
+type Claims struct {
+	Audience    string `json:"aud"`
+	Subject     string `json:"sub"`
+	Key         string `json:"key"`
+	Destination string `json:"destination"`
+	Decision    string `json:"decision"`
+	ResourceID  string `json:"resource_id,omitempty"`
+	NoteSHA256  string `json:"note_sha256"`
+	Parked      string `json:"parked"`
+	IssuedAt    int64  `json:"iat"`
+	Expires     int64  `json:"exp"`
+}
+
+// Parked formats a park time as claims carry it.
+func Parked(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+func noteSum(note string) string {
+	s := sha256.Sum256([]byte(note))
+	return hex.EncodeToString(s[:])
+}
+
+type header struct {
+	Alg string `json:"alg"`
+	Kid string `json:"kid"`
+	Typ string `json:"typ,omitempty"`
+}
+
+var b64 = base64.RawURLEncoding
+
+// Sign is the proof of d by the reviewer name (its key id) with key,
+// issued at now and good for ttl.
+func Sign(key ed25519.PrivateKey, name string, d Decision, now time.Time, ttl time.Duration) (string, error) {
+	if ttl <= 0 || ttl > MaxLifetime {
+		return "", fmt.Errorf("a proof lives more than nothing and at most %s, not %s", MaxLifetime, ttl)
+	}
+	h, err := json.Marshal(header{Alg: Alg, Kid: name, Typ: "JWT"})
+	if err != nil {
+		return "", err
+	}
+	c, err := json.Marshal(Claims{
+		Audience: Audience, Subject: name, Key: d.Key, Destination: d.Destination,
+		Decision: d.Decision, ResourceID: d.ResourceID, NoteSHA256: noteSum(d.Note), Parked: Parked(d.Parked),
+		IssuedAt: now.Unix(), Expires: now.Add(ttl).Unix(),
+	})
+	if err != nil {
+		return "", err
+	}
+	signing := b64.EncodeToString(h) + "." + b64.EncodeToString(c)
+	return signing + "." + b64.EncodeToString(ed25519.Sign(key, []byte(signing))), nil
+}
+
+// Verified is who a proof proves decided, and the rule that allowed it.
+type Verified struct {
+	Principal string
+	Policy    string
+}
+
+// Verify checks proof against decision d as received, policy p and the
+// time now (the workflow's), and says why it refuses one.
+func Verify(proof string, d Decision, p Policy, now time.Time) (Verified, error) {
+	if proof == "" {
+		return Verified{}, fmt.Errorf("%w: %s sign their decisions: send the output of courier review KEY ... --key FILE --print", ErrMissing, p.Source)
+	}
+	if len(proof) > MaxLen {
+		return Verified{}, fmt.Errorf("%w: %d bytes, over %d", ErrMalformed, len(proof), MaxLen)
+	}
+	parts := strings.Split(proof, ".")
+	if len(parts) != 3 {
+		return Verified{}, fmt.Errorf("%w: not a compact JWS (header.claims.signature)", ErrMalformed)
+	}
+	var h header
+	if err := decode(parts[0], &h); err != nil {
+		return Verified{}, fmt.Errorf("%w: header: %v", ErrMalformed, err)
+	}
+	if h.Alg != Alg {
+		return Verified{}, fmt.Errorf("%w: alg %q; proofs are signed %s", ErrMalformed, excerpt(h.Alg), Alg)
+	}
+	i := slices.IndexFunc(p.Reviewers, func(r Reviewer) bool { return r.Name == h.Kid })
+	if i < 0 {
+		return Verified{}, fmt.Errorf("%w: %q is not among %s (%s)", ErrUnknownKey, excerpt(h.Kid), p.Source, strings.Join(p.names(), ", "))
+	}
+	r := p.Reviewers[i]
+	pub, err := ParsePublicKey(r.Key)
+	if err != nil {
+		return Verified{}, fmt.Errorf("%w: %s's recorded %v", ErrUnknownKey, r.Name, err)
+	}
+	sig, err := b64.DecodeString(parts[2])
+	if err != nil || !ed25519.Verify(pub, []byte(parts[0]+"."+parts[1]), sig) {
+		return Verified{}, fmt.Errorf("%w: the signature does not verify with %s's key: forged, or signed with another key", ErrSignature, r.Name)
+	}
+	var c Claims
+	if err := decode(parts[1], &c); err != nil {
+		return Verified{}, fmt.Errorf("%w: claims: %v", ErrMalformed, err)
+	}
+	if c.Subject != h.Kid {
+		return Verified{}, fmt.Errorf("%w: sub %q is not the key id %q", ErrMalformed, excerpt(c.Subject), r.Name)
+	}
+	if c.Audience != Audience {
+		return Verified{}, fmt.Errorf("%w: aud %q, not %q", ErrAudience, excerpt(c.Audience), Audience)
+	}
+	iat, exp := time.Unix(c.IssuedAt, 0), time.Unix(c.Expires, 0)
+	switch {
+	case !now.Before(exp):
+		return Verified{}, fmt.Errorf("%w at %s (now %s): sign the decision again", ErrExpired, exp.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	case iat.After(now.Add(Skew)):
+		return Verified{}, fmt.Errorf("%w: issued at %s, in the future (now %s)", ErrExpired, iat.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	case exp.Sub(iat) > MaxLifetime:
+		return Verified{}, fmt.Errorf("%w: lives %s, over %s", ErrExpired, exp.Sub(iat), MaxLifetime)
+	}
+	if c.Key != d.Key {
+		return Verified{}, fmt.Errorf("%w: signed for delivery %q, not %s", ErrOtherDelivery, excerpt(c.Key), d.Key)
+	}
+	if c.Destination != d.Destination {
+		return Verified{}, fmt.Errorf("%w: signed for %q, this delivery goes to %q", ErrOtherDestination, excerpt(c.Destination), d.Destination)
+	}
+	if parked := Parked(d.Parked); c.Parked != parked {
+		return Verified{}, fmt.Errorf("%w: signed for the park at %s; this one began at %s", ErrEarlierPark, excerpt(c.Parked), parked)
+	}
+	var altered []string
+	if c.Decision != d.Decision {
+		altered = append(altered, fmt.Sprintf("decision (signed %q)", excerpt(c.Decision)))
+	}
+	if c.ResourceID != d.ResourceID {
+		altered = append(altered, fmt.Sprintf("resource_id (signed %q)", excerpt(c.ResourceID)))
+	}
+	if c.NoteSHA256 != noteSum(d.Note) {
+		altered = append(altered, "note (its sha-256 differs)")
+	}
+	if len(altered) > 0 {
+		return Verified{}, fmt.Errorf("%w: %s", ErrAltered, strings.Join(altered, ", "))
+	}
+	if !slices.Contains(r.Decisions, d.Decision) {
+		return Verified{}, fmt.Errorf("%w: %s", ErrNotAllowed, p.Rule(r))
+	}
+	return Verified{Principal: r.Name, Policy: p.Rule(r)}, nil
+}
+
+func decode(part string, v any) error {
+	b, err := b64.DecodeString(part)
+	if err != nil {
+		return err
+	}
+	// Decoding into a struct is deterministic, though the check cannot
+	// tell (encoding/json works by reflection).
+	//workflowcheck:ignore
+	return json.Unmarshal(b, v)
+}
+
+// excerpt keeps a quoted value from a proof short: it is anyone's to set.
+func excerpt(s string) string { return text.Excerpt(s, 80) }
+
+// Decisions are the review decisions a reviewer may be allowed.
+var Decisions = []string{"retry", "delivered", "abandon"}
+
+// Check checks one keyed reviewer entry, as a destinations file declares it.
+func (r Reviewer) Check() error {
+	var errs []error
+	if !validName(r.Name) {
+		errs = append(errs, fmt.Errorf("name: %q: 1 to 64 letters, digits and . _ @ - (it is the key id of the reviewer's proofs)", excerpt(r.Name)))
+	}
+	if _, err := ParsePublicKey(r.Key); err != nil {
+		errs = append(errs, fmt.Errorf("%w (courier review keygen prints an entry)", err))
+	}
+	if len(r.Decisions) == 0 {
+		errs = append(errs, fmt.Errorf("decisions: missing; list what %s may decide, of %s", r.Name, strings.Join(Decisions, ", ")))
+	}
+	for i, d := range r.Decisions {
+		switch {
+		case !slices.Contains(Decisions, d):
+			errs = append(errs, fmt.Errorf("decisions: %q unknown; use %s", excerpt(d), strings.Join(Decisions, ", ")))
+		case slices.Index(r.Decisions, d) < i:
+			errs = append(errs, fmt.Errorf("decisions: %q listed twice", d))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func validName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.ContainsRune("._@-", c)) {
+			return false
+		}
+	}
+	return true
+}
