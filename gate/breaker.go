@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/reviewproof"
 	"github.com/abde64c9/courier/workflows"
 )
 
@@ -19,6 +20,9 @@ func (g *gate) resolve(ctx workflow.Context) error {
 		return err
 	}
 	g.terms, g.termsAt = t, workflow.Now(ctx)
+	if g.proved && g.s.Signed != (t.Policy != nil) {
+		g.s.Signed, g.dirty = t.Policy != nil, true
+	}
 	return nil
 }
 
@@ -37,21 +41,26 @@ func (g *gate) configured(ctx workflow.Context) *contract.Breaker {
 	return g.terms.Contract.Breaker
 }
 
-// authorize refuses a pause or resume by a name the workers' reviewers do
-// not list (none listed: anyone), as a review is refused: Temporal does not
-// tell the gate who sent an update.
-func (g *gate) authorize(ctx workflow.Context, by, what string) error {
+// authorize says who makes change c, a pause or resume by by with proof:
+// where the workers' reviewers have keys, the principal its proof verifies
+// against them (see verify); else by, refused when the reviewers do not list
+// it (none listed: anyone), as a review is refused: Temporal does not tell
+// the gate who sent an update.
+func (g *gate) authorize(ctx workflow.Context, by, proof string, c reviewproof.GateChange) (string, error) {
 	if !g.trusted {
-		return nil
+		return by, nil
 	}
 	if err := g.resolve(ctx); err != nil {
-		return err
+		return "", err
+	}
+	if g.proved && g.terms.Policy != nil {
+		return g.verify(ctx, proof, c)
 	}
 	if allowed := g.terms.Reviewers; len(allowed) > 0 && !slices.Contains(allowed, by) {
-		return temporal.NewApplicationError(fmt.Sprintf("by: %q may not %s destinations; allowed: %s",
-			by, what, strings.Join(allowed, ", ")), ErrInvalidChange)
+		return "", temporal.NewApplicationError(fmt.Sprintf("by: %q may not %s destinations; allowed: %s",
+			by, c.Action, strings.Join(allowed, ", ")), ErrInvalidChange)
 	}
-	return nil
+	return by, nil
 }
 
 // noBreaker closes the breaker of a destination that has none.

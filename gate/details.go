@@ -31,17 +31,27 @@ func details(s DestinationState, namespace string) string {
 	b.WriteString(fmt.Sprintf("\n\n[deliveries held at %s](%s) · [deliveries parked at %s](%s)",
 		name, workflows.UIListPath(namespace, workflows.HeldQuery(s.Name)),
 		name, workflows.UIListPath(namespace, workflows.ParkedQuery(s.Name))))
+	resume := workflows.ResumeCommand(s.Name)
+	pause := text.Command("courier destination pause "+s.Name, `--reason "why"`, "--by <YOUR-NAME>")
+	if s.Signed {
+		resume = text.Command("courier destination resume "+s.Name, "--key <YOUR-KEY-FILE>", `--note "why"`)
+		pause = text.Command("courier destination pause "+s.Name, `--reason "why"`, "--key <YOUR-KEY-FILE>")
+	}
 	switch s.State {
 	case Paused:
 		b.WriteString("\n\nTo resume it, which also closes its breaker if open and releases every delivery held here:\n\n" +
-			text.Fence(workflows.ResumeCommand(s.Name)))
+			text.Fence(resume))
 	case Open, HalfOpen:
 		b.WriteString("\n\nTo close the breaker now, without waiting for the probe, when you know " + name +
-			" is back (it releases every delivery held here):\n\n" + text.Fence(workflows.ResumeCommand(s.Name)))
+			" is back (it releases every delivery held here):\n\n" + text.Fence(resume))
 	default:
 		b.WriteString("\n\nTo hold every attempt to " + name + " back (maintenance, a partner's outage); " +
-			"add `--until 2h` to end the pause by itself:\n\n" +
-			text.Fence(text.Command("courier destination pause "+s.Name, `--reason "why"`, "--by <YOUR-NAME>")))
+			"add `--until 2h` to end the pause by itself:\n\n" + text.Fence(pause))
+	}
+	if s.Signed {
+		b.WriteString("\n\nIts reviewers have keys: a pause or resume carries a proof signed with yours " +
+			"(`--key`, default `$COURIER_REVIEWER_KEY`), good until the gate changes state. " +
+			"For Send an Update, add `--print` and paste what it prints.")
 	}
 	if len(s.Recent) > 0 {
 		classes := make([]string, len(s.Recent))
@@ -57,8 +67,12 @@ func details(s DestinationState, namespace string) string {
 			b.WriteString(fmt.Sprintf("\n- … %d earlier", from))
 		}
 		for _, t := range s.Transitions[from:] {
+			by := text.Code(t.By)
+			if t.Principal != "" {
+				by += " (signed)"
+			}
 			b.WriteString(fmt.Sprintf("\n- %s: %s → %s by %s: %s", text.UTC(t.At), stateName(t.From), stateName(t.To),
-				text.Code(t.By), text.Markdown(t.Why)))
+				by, text.Markdown(t.Why)))
 		}
 	}
 	b.WriteString("\n\nThe full record: Queries → `" + QueryState + "`." + text.DetailsEnd)

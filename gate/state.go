@@ -43,12 +43,16 @@ type PauseRequest struct {
 	Reason string    `json:"reason"`
 	By     string    `json:"by"`
 	Until  time.Time `json:"until,omitzero"`
+	// Proof is required where the destination's reviewers have keys (see
+	// reviewproof.SignGate); By is then the verified principal's.
+	Proof string `json:"proof,omitempty"`
 }
 
 // ResumeRequest is update resume's argument.
 type ResumeRequest struct {
-	By   string `json:"by"`
-	Note string `json:"note,omitempty"`
+	By    string `json:"by"`
+	Note  string `json:"note,omitempty"`
+	Proof string `json:"proof,omitempty"`
 }
 
 // Report is what a worker observed of an attempt, as it tells the
@@ -95,6 +99,11 @@ type Transition struct {
 	To   string    `json:"to"`
 	By   string    `json:"by"`
 	Why  string    `json:"why"`
+	// Principal is who a verified proof says made the change (By then
+	// names it too), and Policy the rule of the destination's reviewers
+	// that allowed it; both empty when no proof was required.
+	Principal string `json:"principal,omitempty"`
+	Policy    string `json:"policy,omitempty"`
 }
 
 // DestinationState is the gate: the memo every reader reads, and query
@@ -112,6 +121,9 @@ type DestinationState struct {
 	// Stopped is how the gate's latest run stopped (terminated, canceled,
 	// ...), as its readers see it; a running gate never sets it.
 	Stopped string `json:"stopped,omitempty"`
+	// Signed: the destination's reviewers have keys, so a pause or resume
+	// carries a proof (as of the terms the gate last resolved).
+	Signed bool `json:"signed,omitempty"`
 }
 
 // Hold says whether an attempt may be sent now: nil and no probe when it

@@ -13,3 +13,8 @@ const versionGateTerms = "gate-terms"
 // hold changes (a report, the breaker's count), not only on a transition:
 // readers read the memo alone, so it answers as the running gate would.
 const versionGateMemo = "gate-memo"
+
+// versionGateProof marks gates that verify a pause's or resume's proof
+// where the destination's reviewers have keys. Runs from before keep
+// taking a listed name: their recorded updates must decide as they did.
+const versionGateProof = "gate-proof"

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/abde64c9/courier/activities"
+	"github.com/abde64c9/courier/reviewproof"
 	"github.com/abde64c9/courier/workflows"
 )
 
@@ -46,6 +47,7 @@ func Destination(ctx workflow.Context, in DestinationInput) (DestinationState, e
 	g.published = g.s.State
 	g.trusted = workflow.GetVersion(ctx, versionGateTerms, workflow.DefaultVersion, 1) == 1
 	g.memoAll = workflow.GetVersion(ctx, versionGateMemo, workflow.DefaultVersion, 1) == 1
+	g.proved = workflow.GetVersion(ctx, versionGateProof, workflow.DefaultVersion, 1) == 1
 	if err := g.setup(ctx); err != nil {
 		return DestinationState{}, err
 	}
@@ -78,6 +80,10 @@ type gate struct {
 	trusted bool
 	// memoAll: this run is at versionGateMemo.
 	memoAll bool
+	// proved: this run is at versionGateProof; principal and policy are
+	// the verified proof behind the next transition.
+	proved            bool
+	principal, policy string
 	// terms are the workers' terms for the destination, resolved at termsAt.
 	terms   activities.Terms
 	termsAt time.Time
@@ -97,11 +103,12 @@ func (g *gate) setup(ctx workflow.Context) error {
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdatePause,
 		func(ctx workflow.Context, r PauseRequest) (DestinationState, error) {
-			if err := g.authorize(ctx, r.By, "pause"); err != nil {
+			by, err := g.authorize(ctx, r.By, r.Proof, reviewproof.GateChange{Action: reviewproof.ActionPause, Reason: r.Reason, Until: r.Until})
+			if err != nil {
 				return g.s, err
 			}
-			g.s.Paused = &Pause{Reason: r.Reason, By: r.By, Since: workflow.Now(ctx), Until: r.Until}
-			g.by, g.why, g.dirty, g.repaused = r.By, r.Reason, true, true
+			g.s.Paused = &Pause{Reason: r.Reason, By: by, Since: workflow.Now(ctx), Until: r.Until}
+			g.by, g.why, g.dirty, g.repaused = by, r.Reason, true, true
 			return g.settle(ctx), nil
 		},
 		workflow.UpdateHandlerOptions{Description: `Pause the destination: {"reason": "why", "by": "NAME", "until": "RFC 3339 time, optional"}`,
@@ -127,11 +134,12 @@ func (g *gate) setup(ctx workflow.Context) error {
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateResume,
 		func(ctx workflow.Context, r ResumeRequest) (DestinationState, error) {
-			if err := g.authorize(ctx, r.By, "resume"); err != nil {
+			by, err := g.authorize(ctx, r.By, r.Proof, reviewproof.GateChange{Action: reviewproof.ActionResume, Reason: r.Note})
+			if err != nil {
 				return g.s, err
 			}
 			g.s.Paused = nil
-			g.by, g.why, g.dirty = r.By, "resumed: "+r.Note, true
+			g.by, g.why, g.dirty = by, "resumed: "+r.Note, true
 			if g.trusted && g.s.Breaker.State != Closed {
 				// An operator's way out of a breaker, whatever its cool-down.
 				g.s.Breaker = Breaker{State: Closed, Config: g.s.Breaker.Config}
@@ -189,12 +197,15 @@ func (g *gate) settle(ctx workflow.Context) DestinationState {
 	}
 	if state != g.s.State {
 		now := workflow.Now(ctx)
-		g.s.Transitions = append(g.s.Transitions, Transition{At: now, From: g.s.State, To: state, By: g.by, Why: g.why})
+		g.s.Transitions = append(g.s.Transitions, Transition{At: now, From: g.s.State, To: state, By: g.by, Why: g.why,
+			Principal: g.principal, Policy: g.policy})
 		if n := len(g.s.Transitions); n > maxTransitions {
 			g.s.Transitions = g.s.Transitions[n-maxTransitions:]
 		}
 		g.s.State, g.s.Since = state, now
 	}
+	// A proof explains the change it was sent with, and no later one.
+	g.principal, g.policy = "", ""
 	return g.s
 }
 
