@@ -6,6 +6,7 @@ import (
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/gate"
 	"github.com/abde64c9/courier/gate/gateclient"
+	"github.com/abde64c9/courier/reviewproof"
 )
 
 // The destinations' gates are operated by package gateclient; these keep
@@ -39,4 +40,23 @@ func (s *Client) Destinations(ctx context.Context) ([]string, error) {
 // configures and every one with a gate; see gateclient.Operator.Desk.
 func (s *Client) Desk(ctx context.Context, cfg *destinations.Config, names ...string) ([]gateclient.Status, error) {
 	return s.gates().Desk(ctx, cfg, names...)
+}
+
+// SignPause returns r with sg's proof of pausing dest as its gate is now,
+// by sg's name; for a destination whose reviewers have keys.
+func (s *Client) SignPause(ctx context.Context, dest string, r gate.PauseRequest, sg Signer) (gate.PauseRequest, error) {
+	var err error
+	r.By = sg.Name
+	r.Proof, err = s.gates().Sign(ctx, dest, reviewproof.GateChange{Action: reviewproof.ActionPause, Reason: r.Reason, Until: r.Until},
+		sg.Name, sg.Key, sg.ttl())
+	return r, err
+}
+
+// SignResume returns r with sg's proof of resuming dest as its gate is now.
+func (s *Client) SignResume(ctx context.Context, dest string, r gate.ResumeRequest, sg Signer) (gate.ResumeRequest, error) {
+	var err error
+	r.By = sg.Name
+	r.Proof, err = s.gates().Sign(ctx, dest, reviewproof.GateChange{Action: reviewproof.ActionResume, Reason: r.Note},
+		sg.Name, sg.Key, sg.ttl())
+	return r, err
 }

@@ -22,6 +22,13 @@ type Signer struct {
 // short enough that a leaked one is soon worth nothing.
 const DefaultProofTTL = 15 * time.Minute
 
+func (sg Signer) ttl() time.Duration {
+	if sg.TTL == 0 {
+		return DefaultProofTTL
+	}
+	return sg.TTL
+}
+
 // Sign returns d with sg's proof for the delivery key as it is parked now:
 // its destination and the time it parked come from its status. Errors:
 // ErrUnknownKey, *NotAwaitingReviewError, *InvalidRequestError.
@@ -36,14 +43,10 @@ func (s *Client) Sign(ctx context.Context, key string, d workflows.ReviewDecisio
 	if st.State != workflows.StateAwaitingReview || st.Review == nil {
 		return d, &NotAwaitingReviewError{Key: key, State: st.State, Ended: st.Ended}
 	}
-	ttl := sg.TTL
-	if ttl == 0 {
-		ttl = DefaultProofTTL
-	}
 	d.Proof, err = reviewproof.Sign(sg.Key, sg.Name, reviewproof.Decision{
 		Key: st.Key, Destination: st.Operation.Destination, Parked: st.Review.Requested,
 		Decision: d.Decision, ResourceID: d.ResourceID, Note: d.Note,
-	}, time.Now(), ttl)
+	}, time.Now(), sg.ttl())
 	if err != nil {
 		return d, &InvalidRequestError{err}
 	}

@@ -41,23 +41,29 @@ resume (--by); anyone else is refused.`,
 func pauseCommand() *cobra.Command {
 	var r gate.PauseRequest
 	var until string
+	var sf signFlags
 	c := &cobra.Command{
-		Use:   "pause NAME --reason TEXT --by NAME [--until TIME]",
+		Use:   "pause NAME --reason TEXT (--by NAME | --key FILE) [--until TIME] [--print]",
 		Short: "hold every attempt to a destination until it is resumed",
 		Long: `Pauses the destination for every worker. Attempts already under way finish; from the
 moment this command returns no new one is sent, and deliveries to it wait as paused.
 --until ends the pause by itself, at an RFC 3339 time or after a duration. A gate whose
-workflow was terminated or canceled is started again, paused.`,
+workflow was terminated or canceled is started again, paused.
+Where the destination's reviewers have keys, the pause carries a proof signed with your
+key (--key, default $COURIER_REVIEWER_KEY), over the gate's current state: only a
+reviewer allowed "pause" may, and the proof is good until the gate changes state or
+--ttl passes. --print prints the signed request instead of sending it.`,
 		Example: `  courier destination pause legacy --reason "maintenance window" --by alice --until 2h
-  courier destination pause legacy --reason "partner outage INC-42" --by alice`,
+  courier destination pause legacy --reason "partner outage INC-42" --key ~/.courier/alice.key`,
 		Args:        cli.OneArg("NAME", "the destination's name in the destinations file"),
 		Annotations: cli.Exits(cli.CodeOK, cli.CodeError, cli.CodeUsage, cli.CodeRefused),
 	}
 	f := c.Flags()
 	f.StringVar(&r.Reason, "reason", "", "why, for the audit trail and every held delivery's details")
-	f.StringVar(&r.By, "by", "", "who is pausing, `name` (one of the destinations file's reviewers, when it lists any)")
+	f.StringVar(&r.By, "by", "", "who is pausing, `name` (one of the destinations file's reviewers, when it lists any); with --key, the key's name")
 	f.StringVar(&until, "until", "", "end the pause by itself at this `time` (RFC 3339, or a duration such as 2h)")
-	cli.Required(c, "reason", "by")
+	sf.add(c, "pause")
+	cli.Required(c, "reason")
 	c.RunE = func(c *cobra.Command, args []string) error {
 		if until != "" {
 			t, err := parseUntil(until, time.Now())
@@ -66,41 +72,111 @@ workflow was terminated or canceled is started again, paused.`,
 			}
 			r.Until = t
 		}
+		signer, err := sf.signer(r.By)
+		if err != nil {
+			return err
+		}
 		ctx := c.Context()
 		return withStarter(ctx, func(s *starter.Client) error {
+			if signer != nil {
+				if r, err = s.SignPause(ctx, args[0], r, *signer); err != nil {
+					return startError(err)
+				}
+			}
+			if sf.print {
+				return printGateUpdate(args[0], gate.UpdatePause, r)
+			}
 			st, err := s.Pause(ctx, args[0], r)
 			if err != nil {
 				return startError(err)
 			}
 			// Workers read the gate at most this old: after it, none sends.
 			time.Sleep(gateclient.Fresh)
-			fmt.Fprintf(os.Stderr, "%s paused: no attempt is sent to it now; resume with: courier destination resume %s --by <YOUR-NAME>\n", args[0], args[0])
+			who := "--by <YOUR-NAME>"
+			if signer != nil {
+				who = "--key <YOUR-KEY-FILE>"
+			}
+			fmt.Fprintf(os.Stderr, "%s paused: no attempt is sent to it now; resume with: courier destination resume %s %s\n", args[0], args[0], who)
 			return cli.PrintJSON(os.Stdout, st)
 		})
 	}
 	return c
 }
 
+// signFlags sign a pause or resume where the destination's reviewers have
+// keys.
+type signFlags struct {
+	key   string
+	ttl   time.Duration
+	print bool
+}
+
+func (sf *signFlags) add(c *cobra.Command, what string) {
+	f := c.Flags()
+	f.StringVar(&sf.key, "key", "", "your reviewer key `file` (courier review keygen), to sign the "+what+"; default $"+envReviewerKey)
+	f.DurationVar(&sf.ttl, "ttl", starter.DefaultProofTTL, "how long the signed "+what+" stays good, at most 24h")
+	f.BoolVar(&sf.print, "print", false, "print the (signed) request as JSON instead of sending it, for the web UI's Send an Update")
+	_ = c.MarkFlagFilename("key")
+}
+
+// signer is the key to sign with, nil when none is named: then --by says
+// who, unverified, as where the reviewers are plain names.
+func (sf *signFlags) signer(by string) (*starter.Signer, error) {
+	signer, err := readSigner(sf.key, sf.ttl)
+	switch {
+	case err != nil:
+		return nil, err
+	case signer == nil && by == "":
+		return nil, cli.UsageError("--by NAME, or --key FILE where the reviewers have keys: who is changing the gate")
+	case signer != nil && by != "" && by != signer.Name:
+		return nil, cli.UsageError("--by %s: the key is %s's; a signed change is by its key's reviewer", by, signer.Name)
+	}
+	return signer, nil
+}
+
+// printGateUpdate prints a gate update's request, and how to send it.
+func printGateUpdate(dest, update string, r any) error {
+	fmt.Fprintf(os.Stderr, "paste it into Send an Update (update %s) on workflow %s, or: "+
+		"temporal workflow update execute -w %s --name %s --input '<it>'\n", update, gate.WorkflowID(dest), gate.WorkflowID(dest), update)
+	return cli.PrintJSON(os.Stdout, r)
+}
+
 func resumeCommand() *cobra.Command {
 	var r gate.ResumeRequest
+	var sf signFlags
 	c := &cobra.Command{
-		Use:   "resume NAME --by NAME [--note TEXT]",
+		Use:   "resume NAME (--by NAME | --key FILE) [--note TEXT] [--print]",
 		Short: "resume a paused destination, or close its open breaker, and release its held deliveries",
 		Long: `Ends the destination's pause and closes its circuit breaker if it is open or half-open:
 an operator's way out of a breaker without waiting for its cool-down and probe. Attempts go
 again, and its held deliveries are released at its rate limit. Recorded as a transition by
 --by. Refused when it is not paused and its breaker is closed. A gate whose workflow was
-terminated or canceled while paused or open is started again, resumed.`,
-		Example:     `  courier destination resume legacy --by alice --note "maintenance over"`,
+terminated or canceled while paused or open is started again, resumed.
+Where the destination's reviewers have keys, the resume carries a proof signed with your
+key (--key, default $COURIER_REVIEWER_KEY), as for pause; a reviewer allowed "resume" may.`,
+		Example: `  courier destination resume legacy --by alice --note "maintenance over"
+  courier destination resume legacy --key ~/.courier/alice.key --note "maintenance over" --print`,
 		Args:        cli.OneArg("NAME", "the destination's name in the destinations file"),
 		Annotations: cli.Exits(cli.CodeOK, cli.CodeError, cli.CodeUsage, cli.CodeRefused),
 	}
-	c.Flags().StringVar(&r.By, "by", "", "who is resuming, `name` (one of the destinations file's reviewers, when it lists any)")
+	c.Flags().StringVar(&r.By, "by", "", "who is resuming, `name` (one of the destinations file's reviewers, when it lists any); with --key, the key's name")
 	c.Flags().StringVar(&r.Note, "note", "", "why, for the audit trail")
-	cli.Required(c, "by")
+	sf.add(c, "resume")
 	c.RunE = func(c *cobra.Command, args []string) error {
+		signer, err := sf.signer(r.By)
+		if err != nil {
+			return err
+		}
 		ctx := c.Context()
 		return withStarter(ctx, func(s *starter.Client) error {
+			if signer != nil {
+				if r, err = s.SignResume(ctx, args[0], r, *signer); err != nil {
+					return startError(err)
+				}
+			}
+			if sf.print {
+				return printGateUpdate(args[0], gate.UpdateResume, r)
+			}
 			st, err := s.Resume(ctx, args[0], r)
 			if err != nil {
 				return startError(err)
