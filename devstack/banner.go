@@ -82,7 +82,7 @@ func (s *Stack) Banner() string {
 	p("")
 	p("  export TEMPORAL_ADDRESS=%s", s.hostPort())
 	p("  export COURIER_DESTINATIONS=%s   # the dev worker's destinations file", s.destinationsPath())
-	p("  export COURIER_REVIEWER_KEY=%s   # your reviewer key: legacy takes signed decisions", s.ReviewerKeyPath())
+	p("  export COURIER_REVIEWER_KEY=%s   # your reviewer key: legacy takes signed decisions, pauses and resumes", s.ReviewerKeyPath())
 	p("  export PATH=%s:$PATH   # the courier the dev worker runs", s.courierDir())
 	p("")
 	p("  # 1. One ticket, asked for twice: created, then duplicate (the same receipt)")

@@ -54,7 +54,7 @@ func TestDestinationsCoverEveryDedupKind(t *testing.T) {
 	names, policy := cfg.ReviewersOf(lab.DestLegacy)
 	require.Equal(t, []string{devstack.ReviewerName}, names)
 	require.NotNil(t, policy)
-	require.Equal(t, "legacy's reviewers: you may retry, delivered, abandon", policy.Rule(policy.Reviewers[0]))
+	require.Equal(t, "legacy's reviewers: you may retry, delivered, abandon, pause, resume", policy.Rule(policy.Reviewers[0]))
 	fi, err := os.Stat(filepath.Join(dir, devstack.ReviewerKey))
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())

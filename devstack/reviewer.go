@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/internal/lab"
@@ -62,7 +63,9 @@ func signedReviews(cfg *destinations.Config, dir string) error {
 		return nil
 	}
 	d.Reviewers = destinations.Reviewers{{
-		Name: ReviewerName, Key: reviewproof.FormatPublicKey(key.Public().(ed25519.PublicKey)), Decisions: reviewproof.Decisions,
+		// The dev operator is the reviewer: pausing legacy is signed too.
+		Name: ReviewerName, Key: reviewproof.FormatPublicKey(key.Public().(ed25519.PublicKey)),
+		Decisions: slices.Concat(reviewproof.Decisions, reviewproof.GateActions),
 	}}
 	cfg.Destinations[lab.DestLegacy] = d
 	return nil
