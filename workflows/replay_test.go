@@ -57,11 +57,13 @@ const (
 
 // Sets of recorded gate histories: gates whose breaker came from reports;
 // gates that take their breaker and reviewers from the destinations file;
-// gates that publish their memo on every change.
+// gates that publish their memo on every change; gates that verify signed
+// pauses and resumes where the reviewers have keys.
 const (
 	setGateReportedBreaker = "gate-reported-breaker"
 	setGateTerms           = "gate-terms"
 	setGateMemo            = "gate-memo"
+	setGateProof           = "gate-proof"
 )
 
 // Sets of recorded Delivery scenarios off the happy path: deliveries that
@@ -77,7 +79,7 @@ const (
 
 var (
 	deliverySets = []string{setConfigContract, setRecordedContract, setDeliverUpdate, setReviewDesk, setRetryState}
-	gateSets     = []string{setGateReportedBreaker, setGateTerms, setGateMemo}
+	gateSets     = []string{setGateReportedBreaker, setGateTerms, setGateMemo, setGateProof}
 	trustSets    = []string{setTrust, setPlaceholders, setVerifiedReviews}
 )
 

@@ -28,8 +28,9 @@ type Operator struct {
 }
 
 // RefusedError is a pause or resume the destination's gate refused,
-// with its reason (not valid, nothing to resume, or by a name the workers'
-// reviewers do not list); nothing changed.
+// with its reason (not valid, nothing to resume, by a name the workers'
+// reviewers do not list, or with a proof that does not verify); nothing
+// changed.
 type RefusedError struct {
 	Destination, Reason string
 }
@@ -42,7 +43,8 @@ func (e *RefusedError) Error() string {
 // sent to it, and its deliveries wait, spending no attempts or deadline,
 // until Resume (or r.Until). It starts the destination's gate if it has none,
 // or a new run of a stopped one, carrying what it held.
-// When the workers' destinations file lists reviewers, r.By must be one.
+// When the workers' destinations file lists reviewers, r.By must be one;
+// when they have keys, r.Proof must verify (see Sign).
 func (o Operator) Pause(ctx context.Context, dest string, r gate.PauseRequest) (gate.DestinationState, error) {
 	stopped, err := o.stopped(ctx, dest)
 	if err != nil {

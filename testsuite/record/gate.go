@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +18,7 @@ import (
 	"github.com/abde64c9/courier/gate"
 	"github.com/abde64c9/courier/gate/gateclient"
 	"github.com/abde64c9/courier/internal/wftest"
+	"github.com/abde64c9/courier/reviewproof"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/worker"
 	"github.com/abde64c9/courier/workflows"
@@ -38,7 +41,22 @@ var gateConfig = destinations.Config{Destinations: map[string]destinations.Desti
 	"rec-resume-breaker": {Contract: contract.Contract{Breaker: &contract.Breaker{
 		Failures: 2, Window: contract.Duration(time.Minute), CoolDown: contract.Duration(time.Hour)}}},
 	"rec-plain": {},
+	"rec-signed": {Reviewers: destinations.Reviewers{
+		{Name: "alice", Key: reviewproof.FormatPublicKey(gateAlice.Public().(ed25519.PublicKey)), Decisions: reviewproof.GateActions},
+		{Name: "bob", Key: reviewproof.FormatPublicKey(gateBob.Public().(ed25519.PublicKey)), Decisions: reviewproof.Decisions},
+	}},
 }, Reviewers: destinations.Plain("alice", "bob")}
+
+// gateAlice may pause and resume rec-signed, gateBob only review there.
+var gateAlice, gateBob = gateKey(), gateKey()
+
+func gateKey() ed25519.PrivateKey {
+	_, k, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		panic(err)
+	}
+	return k
+}
 
 // gateScenario drives one destination's gate as workers and operators do.
 type gateScenario struct {
@@ -99,13 +117,30 @@ var gateScenarios = []gateScenario{
 		g.await(ctx, gate.Closed)
 		return g.err
 	}},
+	{"signed pause and resume; unsigned, not allowed and replayed ones refused", "rec-signed", func(ctx context.Context, g *gateDriver) error {
+		alice, bob := starter.Signer{Name: "alice", Key: gateAlice}, starter.Signer{Name: "bob", Key: gateBob}
+		g.refusedPause(ctx, gate.PauseRequest{Reason: "maintenance", By: "alice"})
+		g.refusedPause(ctx, g.signPause(ctx, gate.PauseRequest{Reason: "maintenance"}, bob))
+		g.pause(ctx, g.signPause(ctx, gate.PauseRequest{Reason: "maintenance"}, alice))
+		g.await(ctx, gate.Paused)
+		resume := g.signResume(ctx, gate.ResumeRequest{Note: "done"}, alice)
+		g.resume(ctx, resume)
+		g.await(ctx, gate.Closed)
+		g.pause(ctx, g.signPause(ctx, gate.PauseRequest{Reason: "second window"}, alice))
+		g.await(ctx, gate.Paused)
+		g.refusedResume(ctx, resume)
+		g.resume(ctx, g.signResume(ctx, gate.ResumeRequest{Note: "over"}, alice))
+		g.await(ctx, gate.Closed)
+		return g.err
+	}},
 }
 
 // recordGates runs every gate scenario against a worker in this process
 // and returns their histories.
 func recordGates(ctx context.Context, c client.Client, logger *slog.Logger) (map[string][]byte, []wftest.RecordedCase, error) {
 	w := sdkworker.New(c, workflows.TaskQueue, sdkworker.Options{})
-	worker.Register(w, gateConfig, &activities.Activities{Contracts: gateConfig.Contracts(), Reviewers: gateConfig.Reviewers.Names()})
+	worker.Register(w, gateConfig, &activities.Activities{Contracts: gateConfig.Contracts(), Reviewers: gateConfig.Reviewers.Names(),
+		Reviewing: worker.Reviewing(gateConfig)})
 	if err := w.Start(); err != nil {
 		return nil, nil, err
 	}
@@ -230,6 +265,35 @@ func (g *gateDriver) refusedPause(ctx context.Context, r gate.PauseRequest) {
 	var refused *gateclient.RefusedError
 	if _, err := g.s.Pause(ctx, g.dest, r); !errors.As(err, &refused) {
 		g.fail(fmt.Errorf("pause by %s: want refused, got %v", r.By, err))
+	}
+}
+
+func (g *gateDriver) signPause(ctx context.Context, r gate.PauseRequest, sg starter.Signer) gate.PauseRequest {
+	if g.err == nil {
+		var err error
+		r, err = g.s.SignPause(ctx, g.dest, r, sg)
+		g.fail(err)
+	}
+	return r
+}
+
+func (g *gateDriver) signResume(ctx context.Context, r gate.ResumeRequest, sg starter.Signer) gate.ResumeRequest {
+	if g.err == nil {
+		var err error
+		r, err = g.s.SignResume(ctx, g.dest, r, sg)
+		g.fail(err)
+	}
+	return r
+}
+
+// refusedResume sends a resume the gate must refuse.
+func (g *gateDriver) refusedResume(ctx context.Context, r gate.ResumeRequest) {
+	if g.err != nil {
+		return
+	}
+	var refused *gateclient.RefusedError
+	if _, err := g.s.Resume(ctx, g.dest, r); !errors.As(err, &refused) {
+		g.fail(fmt.Errorf("resume by %s: want refused, got %v", r.By, err))
 	}
 }
 
