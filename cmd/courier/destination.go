@@ -120,7 +120,9 @@ func (sf *signFlags) add(c *cobra.Command, what string) {
 }
 
 // signer is the key to sign with, nil when none is named: then --by says
-// who, unverified, as where the reviewers are plain names.
+// who, unverified, as where the reviewers are plain names. A key exported
+// in the environment for someone else than --by is left unused, so a
+// plain-name change by another name still goes as typed.
 func (sf *signFlags) signer(by string) (*starter.Signer, error) {
 	signer, err := readSigner(sf.key, sf.ttl)
 	switch {
@@ -128,6 +130,8 @@ func (sf *signFlags) signer(by string) (*starter.Signer, error) {
 		return nil, err
 	case signer == nil && by == "":
 		return nil, cli.UsageError("--by NAME, or --key FILE where the reviewers have keys: who is changing the gate")
+	case signer != nil && by != "" && by != signer.Name && sf.key == "":
+		return nil, nil
 	case signer != nil && by != "" && by != signer.Name:
 		return nil, cli.UsageError("--by %s: the key is %s's; a signed change is by its key's reviewer", by, signer.Name)
 	}
