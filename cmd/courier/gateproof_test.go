@@ -161,3 +161,35 @@ func TestDestinationSignedPauseResume(t *testing.T) {
 	r = b.run("destination", "resume", lab.DestCRM, "--by", "ops")
 	require.Equal(t, cli.CodeOK, r.code, r.stderr)
 }
+
+// TestDestinationSignFlags: --key signs as its reviewer (--by, if given,
+// must name it); a key in the environment for another name than --by is
+// left unused; with neither, who is changing the gate is asked for.
+func TestDestinationSignFlags(t *testing.T) {
+	_, k, err := ed25519.GenerateKey(rand.Reader)
+	require.NoError(t, err)
+	file := filepath.Join(t.TempDir(), "alice.key")
+	kb, err := json.Marshal(reviewproof.NewKeyFile("alice", k))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(file, kb, 0o600))
+	t.Setenv(envReviewerKey, "")
+	ttl := 15 * time.Minute
+
+	sg, err := (&signFlags{key: file, ttl: ttl}).signer("")
+	require.NoError(t, err)
+	require.Equal(t, "alice", sg.Name)
+	_, err = (&signFlags{key: file, ttl: ttl}).signer("bob")
+	require.ErrorContains(t, err, "--by bob: the key is alice's")
+	_, err = (&signFlags{ttl: ttl}).signer("")
+	require.ErrorContains(t, err, "--by NAME, or --key FILE")
+	_, err = (&signFlags{key: file, ttl: 25 * time.Hour}).signer("")
+	require.ErrorContains(t, err, "at most 24h")
+
+	t.Setenv(envReviewerKey, file)
+	sg, err = (&signFlags{ttl: ttl}).signer("bob")
+	require.NoError(t, err)
+	require.Nil(t, sg, "alice's exported key does not sign bob's change")
+	sg, err = (&signFlags{ttl: ttl}).signer("alice")
+	require.NoError(t, err)
+	require.Equal(t, "alice", sg.Name)
+}
