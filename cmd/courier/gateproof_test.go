@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/abde64c9/courier/destinations"
+	"github.com/abde64c9/courier/devserver"
 	"github.com/abde64c9/courier/gate"
 	"github.com/abde64c9/courier/gate/gateclient"
 	"github.com/abde64c9/courier/internal/cli"
@@ -160,6 +162,21 @@ func TestDestinationSignedPauseResume(t *testing.T) {
 	require.Empty(t, crm.Transitions[0].Principal)
 	r = b.run("destination", "resume", lab.DestCRM, "--by", "ops")
 	require.Equal(t, cli.CodeOK, r.code, r.stderr)
+
+	// What --print prints is the update's input, as the temporal CLI sends it.
+	r = b.run("destination", "pause", lab.DestLegacy, "--reason", "third window", "--key", keyFile("alice"))
+	require.Equal(t, cli.CodeOK, r.code, r.stderr)
+	printed = b.run("destination", "resume", lab.DestLegacy, "--note", "by hand", "--key", keyFile("alice"), "--print")
+	require.Equal(t, cli.CodeOK, printed.code, printed.stderr)
+	temporalCLI, err := devserver.Binary()
+	require.NoError(t, err)
+	out, err := exec.CommandContext(ctx, temporalCLI, "workflow", "update", "execute", "--address", st.Temporal.HostPort,
+		"--namespace", st.Temporal.Namespace, "-w", gate.WorkflowID(lab.DestLegacy), "--name", gate.UpdateResume,
+		"--input", printed.stdout).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	s = status(lab.DestLegacy)
+	require.Equal(t, gate.Closed, s.State)
+	require.Equal(t, "alice", s.Transitions[len(s.Transitions)-1].Principal)
 }
 
 // TestDestinationSignFlags: --key signs as its reviewer (--by, if given,
