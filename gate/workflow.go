@@ -111,7 +111,8 @@ func (g *gate) setup(ctx workflow.Context) error {
 			g.by, g.why, g.dirty, g.repaused = by, r.Reason, true, true
 			return g.settle(ctx), nil
 		},
-		workflow.UpdateHandlerOptions{Description: `Pause the destination: {"reason": "why", "by": "NAME", "until": "RFC 3339 time, optional"}`,
+		workflow.UpdateHandlerOptions{Description: `Pause the destination: {"reason": "why", "by": "NAME", "until": "RFC 3339 time, optional"}; ` +
+			`where its reviewers have keys, paste what courier destination pause ... --key FILE --print prints`,
 			Validator: func(ctx workflow.Context, r PauseRequest) error {
 				var errs []error
 				if strings.TrimSpace(r.Reason) == "" || len(r.Reason) > maxPauseReason {
@@ -147,7 +148,8 @@ func (g *gate) setup(ctx workflow.Context) error {
 			}
 			return g.settle(ctx), nil
 		},
-		workflow.UpdateHandlerOptions{Description: `Resume a paused destination, or close its open breaker: {"by": "NAME", "note": "why"}`,
+		workflow.UpdateHandlerOptions{Description: `Resume a paused destination, or close its open breaker: {"by": "NAME", "note": "why"}; ` +
+			`where its reviewers have keys, paste what courier destination resume ... --key FILE --print prints`,
 			Validator: func(_ workflow.Context, r ResumeRequest) error {
 				switch {
 				case g.s.Paused == nil && g.trusted && g.s.Breaker.State == Closed:

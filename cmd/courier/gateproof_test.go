@@ -177,6 +177,28 @@ func TestDestinationSignedPauseResume(t *testing.T) {
 	s = status(lab.DestLegacy)
 	require.Equal(t, gate.Closed, s.State)
 	require.Equal(t, "alice", s.Transitions[len(s.Transitions)-1].Principal)
+
+	// A gate terminated while paused still holds; the resume that starts it
+	// again (Update-with-Start) verifies as the running gate would.
+	r = b.run("destination", "pause", lab.DestLegacy, "--reason", "fourth window", "--key", keyFile("alice"))
+	require.Equal(t, cli.CodeOK, r.code, r.stderr)
+	terminate := func() {
+		t.Helper()
+		require.NoError(t, st.Temporal.Client().TerminateWorkflow(ctx, gate.WorkflowID(lab.DestLegacy), "", "by hand"))
+		require.Eventually(t, func() bool { return status(lab.DestLegacy).Stopped == "terminated" }, time.Minute, 100*time.Millisecond)
+	}
+	terminate()
+	r = b.run("destination", "resume", lab.DestLegacy, "--by", "alice", "--note", "unsigned")
+	require.Equal(t, cli.CodeRefused, r.code, r.stderr)
+	require.Contains(t, r.stderr, "proof required")
+	require.Equal(t, gate.Paused, status(lab.DestLegacy).State)
+	terminate() // the refused resume started it again, paused
+	r = b.run("destination", "resume", lab.DestLegacy, "--note", "gate back", "--key", keyFile("alice"))
+	require.Equal(t, cli.CodeOK, r.code, r.stderr)
+	s = status(lab.DestLegacy)
+	require.Equal(t, gate.Closed, s.State)
+	require.Empty(t, s.Stopped)
+	require.Equal(t, "alice", s.Transitions[len(s.Transitions)-1].Principal)
 }
 
 // TestDestinationSignFlags: --key signs as its reviewer (--by, if given,
