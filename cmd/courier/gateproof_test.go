@@ -45,13 +45,7 @@ func TestDestinationSignedPauseResume(t *testing.T) {
 	})
 	ctx, st := b.ctx, b.st
 	dir := t.TempDir()
-	keyFile := func(name string) string {
-		p := filepath.Join(dir, name+".key")
-		kb, err := json.Marshal(reviewproof.NewKeyFile(name, keys[name]))
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(p, kb, 0o600))
-		return p
-	}
+	keyFile := func(name string) string { return writeKeyFile(t, dir, name, keys[name]) }
 	status := func(dest string) gate.DestinationState {
 		t.Helper()
 		s, err := st.Starter.Destination(ctx, dest)
@@ -207,10 +201,7 @@ func TestDestinationSignedPauseResume(t *testing.T) {
 func TestDestinationSignFlags(t *testing.T) {
 	_, k, err := ed25519.GenerateKey(rand.Reader)
 	require.NoError(t, err)
-	file := filepath.Join(t.TempDir(), "alice.key")
-	kb, err := json.Marshal(reviewproof.NewKeyFile("alice", k))
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(file, kb, 0o600))
+	file := writeKeyFile(t, t.TempDir(), "alice", k)
 	t.Setenv(envReviewerKey, "")
 	ttl := 15 * time.Minute
 
@@ -231,4 +222,14 @@ func TestDestinationSignFlags(t *testing.T) {
 	sg, err = (&signFlags{ttl: ttl}).signer("alice")
 	require.NoError(t, err)
 	require.Equal(t, "alice", sg.Name)
+}
+
+// writeKeyFile writes name's key file into dir, as keygen does.
+func writeKeyFile(t *testing.T, dir, name string, k ed25519.PrivateKey) string {
+	t.Helper()
+	p := filepath.Join(dir, name+".key")
+	kb, err := json.Marshal(reviewproof.NewKeyFile(name, k))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(p, kb, 0o600))
+	return p
 }
