@@ -187,23 +187,11 @@ var b64 = base64.RawURLEncoding
 // Sign is the proof of d by the reviewer name (its key id) with key,
 // issued at now and good for ttl.
 func Sign(key ed25519.PrivateKey, name string, d Decision, now time.Time, ttl time.Duration) (string, error) {
-	if ttl <= 0 || ttl > MaxLifetime {
-		return "", fmt.Errorf("a proof lives more than nothing and at most %s, not %s", MaxLifetime, ttl)
-	}
-	h, err := json.Marshal(header{Alg: Alg, Kid: name, Typ: "JWT"})
-	if err != nil {
-		return "", err
-	}
-	c, err := json.Marshal(Claims{
+	return sign(key, name, Claims{
 		Audience: Audience, Subject: name, Key: d.Key, Destination: d.Destination,
 		Decision: d.Decision, ResourceID: d.ResourceID, NoteSHA256: noteSum(d.Note), Parked: Parked(d.Parked),
 		IssuedAt: now.Unix(), Expires: now.Add(ttl).Unix(),
-	})
-	if err != nil {
-		return "", err
-	}
-	signing := b64.EncodeToString(h) + "." + b64.EncodeToString(c)
-	return signing + "." + b64.EncodeToString(ed25519.Sign(key, []byte(signing))), nil
+	}, ttl)
 }
 
 // Verified is who a proof proves decided, and the rule that allowed it.
@@ -218,51 +206,13 @@ func Verify(proof string, d Decision, p Policy, now time.Time) (Verified, error)
 	if proof == "" {
 		return Verified{}, fmt.Errorf("%w: %s sign their decisions: send the output of courier review KEY ... --key FILE --print", ErrMissing, p.Source)
 	}
-	if len(proof) > MaxLen {
-		return Verified{}, fmt.Errorf("%w: %d bytes, over %d", ErrMalformed, len(proof), MaxLen)
-	}
-	parts := strings.Split(proof, ".")
-	if len(parts) != 3 {
-		return Verified{}, fmt.Errorf("%w: not a compact JWS (header.claims.signature)", ErrMalformed)
-	}
-	var h header
-	if err := decode(parts[0], &h); err != nil {
-		return Verified{}, fmt.Errorf("%w: header: %v", ErrMalformed, err)
-	}
-	if h.Alg != Alg {
-		return Verified{}, fmt.Errorf("%w: alg %q; proofs are signed %s", ErrMalformed, excerpt(h.Alg), Alg)
-	}
-	i := slices.IndexFunc(p.Reviewers, func(r Reviewer) bool { return r.Name == h.Kid })
-	if i < 0 {
-		return Verified{}, fmt.Errorf("%w: %q is not among %s (%s)", ErrUnknownKey, excerpt(h.Kid), p.Source, strings.Join(p.names(), ", "))
-	}
-	r := p.Reviewers[i]
-	pub, err := ParsePublicKey(r.Key)
-	if err != nil {
-		return Verified{}, fmt.Errorf("%w: %s's recorded %v", ErrUnknownKey, r.Name, err)
-	}
-	sig, err := b64.DecodeString(parts[2])
-	if err != nil || !ed25519.Verify(pub, []byte(parts[0]+"."+parts[1]), sig) {
-		return Verified{}, fmt.Errorf("%w: the signature does not verify with %s's key: forged, or signed with another key", ErrSignature, r.Name)
-	}
 	var c Claims
-	if err := decode(parts[1], &c); err != nil {
-		return Verified{}, fmt.Errorf("%w: claims: %v", ErrMalformed, err)
+	r, err := open(proof, p, &c)
+	if err != nil {
+		return Verified{}, err
 	}
-	if c.Subject != h.Kid {
-		return Verified{}, fmt.Errorf("%w: sub %q is not the key id %q", ErrMalformed, excerpt(c.Subject), r.Name)
-	}
-	if c.Audience != Audience {
-		return Verified{}, fmt.Errorf("%w: aud %q, not %q", ErrAudience, excerpt(c.Audience), Audience)
-	}
-	iat, exp := time.Unix(c.IssuedAt, 0), time.Unix(c.Expires, 0)
-	switch {
-	case !now.Before(exp):
-		return Verified{}, fmt.Errorf("%w at %s (now %s): sign the decision again", ErrExpired, exp.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
-	case iat.After(now.Add(Skew)):
-		return Verified{}, fmt.Errorf("%w: issued at %s, in the future (now %s)", ErrExpired, iat.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
-	case exp.Sub(iat) > MaxLifetime:
-		return Verified{}, fmt.Errorf("%w: lives %s, over %s", ErrExpired, exp.Sub(iat), MaxLifetime)
+	if err := current(r.Name, c.Subject, c.Audience, Audience, c.IssuedAt, c.Expires, now); err != nil {
+		return Verified{}, err
 	}
 	if c.Key != d.Key {
 		return Verified{}, fmt.Errorf("%w: signed for delivery %q, not %s", ErrOtherDelivery, excerpt(c.Key), d.Key)
