@@ -99,6 +99,9 @@ type BulkMatch struct {
 	Summary  string    `json:"summary,omitempty"`
 	Evidence string    `json:"evidence,omitempty"`
 	Parked   time.Time `json:"parked,omitzero"`
+	// KeyedReviewers, from the status too, says the delivery's reviewers
+	// sign their decisions.
+	KeyedReviewers string `json:"keyed_reviewers,omitempty"`
 }
 
 // BulkPreview is what a bulk review would decide, before anything is sent.
@@ -156,7 +159,7 @@ func (s *Client) PreviewBulk(ctx context.Context, f BulkFilter, samples int) (Bu
 			continue // finished since it was listed
 		}
 		read[i].Summary, read[i].Parked = workflows.Summary(st.Operation), st.Review.Requested
-		read[i].Evidence = st.Review.Evidence
+		read[i].Evidence, read[i].KeyedReviewers = st.Review.Evidence, st.KeyedReviewers
 	}
 	if f.byStatus() {
 		all = slices.DeleteFunc(all, func(m BulkMatch) bool {
