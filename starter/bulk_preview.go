@@ -113,7 +113,10 @@ type BulkPreview struct {
 	Matched int         `json:"matched"`
 	Keys    []string    `json:"keys"`
 	Sample  []BulkMatch `json:"sample"`
-	matches []BulkMatch
+	// KeyedReviewers are the keyed reviewers of the matches whose status
+	// was read: their decisions must be signed.
+	KeyedReviewers []string `json:"keyed_reviewers,omitempty"`
+	matches        []BulkMatch
 }
 
 // MaxBulk bounds the deliveries one bulk review decides, and so the statuses
@@ -169,6 +172,11 @@ func (s *Client) PreviewBulk(ctx context.Context, f BulkFilter, samples int) (Bu
 		})
 	}
 	p.matches, p.Matched, p.Keys = all, len(all), keysOf(all)
+	for _, m := range all {
+		if m.KeyedReviewers != "" && !slices.Contains(p.KeyedReviewers, m.KeyedReviewers) {
+			p.KeyedReviewers = append(p.KeyedReviewers, m.KeyedReviewers)
+		}
+	}
 	p.Sample = slices.Clone(all[:min(samples, len(all))])
 	return p, nil
 }

@@ -3,7 +3,6 @@ package starter
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -52,18 +51,9 @@ func (s *Client) SignBulk(p BulkPreview, d BulkDecision, sg Signer, now time.Tim
 // filter reads statuses, else its sample); any other keyed delivery
 // ignores the decision itself.
 func checkSigned(p BulkPreview, d BulkDecision) error {
-	if d.Proof != "" {
-		return nil
-	}
-	var keyed []string
-	for _, m := range p.matches {
-		if m.KeyedReviewers != "" && !slices.Contains(keyed, m.KeyedReviewers) {
-			keyed = append(keyed, m.KeyedReviewers)
-		}
-	}
-	if len(keyed) == 0 {
+	if d.Proof != "" || len(p.KeyedReviewers) == 0 {
 		return nil
 	}
 	return fmt.Errorf("%s sign their decisions, and an unsigned batch job would be ignored by every delivery they review: "+
-		"sign it with --key FILE (or $COURIER_REVIEWER_KEY); nothing was sent", strings.Join(keyed, " and "))
+		"sign it with --key FILE (or $COURIER_REVIEWER_KEY); nothing was sent", strings.Join(p.KeyedReviewers, " and "))
 }

@@ -20,7 +20,7 @@ func TestSignBulk(t *testing.T) {
 	sg := Signer{Name: "alice", Key: key}
 	now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	p := BulkPreview{Filter: BulkFilter{Destination: "legacy", Tenant: "acme", ParkedBefore: now}, Matched: 1, Keys: []string{"k"},
-		matches: []BulkMatch{{Key: "k", KeyedReviewers: "legacy's reviewers"}}}
+		KeyedReviewers: []string{"legacy's reviewers"}}
 	retry := BulkDecision{Decision: "retry", Reviewer: "Alice A.", Note: "outage over"}
 	s := &Client{}
 

@@ -85,8 +85,11 @@ func TestReviewAllSigned(t *testing.T) {
 		return append([]string{"review", "--all", "--decision", "retry", "--reviewer", "Alice A.", "--note", "outage over"}, more...)
 	}
 
-	// Unsigned: refused before any job starts.
-	r := b.runWith([]string{envReviewerKey + "="}, retry(append(filter, "--yes")...)...)
+	// Unsigned: the dry run warns, and --yes is refused before any job starts.
+	r := b.runWith([]string{envReviewerKey + "="}, retry(append(filter, "--dry-run")...)...)
+	require.Equal(t, cli.CodeOK, r.code, r.stderr)
+	require.Contains(t, r.stderr, "legacy's reviewers sign their decisions: without --key FILE, --yes would be refused")
+	r = b.runWith([]string{envReviewerKey + "="}, retry(append(filter, "--yes")...)...)
 	require.Equal(t, cli.CodeUsage, r.code, r.stderr)
 	require.Contains(t, r.stderr, "legacy's reviewers sign their decisions")
 	require.Contains(t, r.stderr, "sign it with --key FILE")

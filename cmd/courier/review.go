@@ -374,6 +374,9 @@ func reviewAll(ctx context.Context, s *starter.Client, b bulkFlags, d starter.Bu
 		fmt.Fprintf(os.Stderr, "signed job (each delivery checks it against itself): %s\n", signed)
 	}
 	if b.dryRun {
+		if sg == nil && len(p.KeyedReviewers) > 0 {
+			fmt.Fprintf(os.Stderr, "%s sign their decisions: without --key FILE, --yes would be refused\n", strings.Join(p.KeyedReviewers, " and "))
+		}
 		fmt.Fprintf(os.Stderr, "dry run: nothing was sent; --yes would send %s\n", what)
 		return cli.PrintJSON(os.Stdout, p)
 	}
