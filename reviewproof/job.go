@@ -98,15 +98,9 @@ type JobDelivery struct {
 // workflow's time now: the proof cannot decide a delivery outside its
 // filter, for another job, or after it expires.
 func VerifyJob(proof string, d JobDelivery, p Policy, now time.Time) (Verified, error) {
-	if proof == "" {
-		return Verified{}, fmt.Errorf("%w: %s sign their decisions: a batch job's decision needs courier review --all ... --key FILE", ErrMissing, p.Source)
-	}
 	var c JobClaims
-	r, err := open(proof, p, &c)
+	r, err := open(proof, p, JobAudience, "a batch job's decision needs courier review --all ... --key FILE", now, &c)
 	if err != nil {
-		return Verified{}, err
-	}
-	if err := current(r.Name, c.Subject, c.Audience, JobAudience, c.IssuedAt, c.Expires, now); err != nil {
 		return Verified{}, err
 	}
 	f := c.Filter
@@ -137,13 +131,19 @@ func VerifyJob(proof string, d JobDelivery, p Policy, now time.Time) (Verified, 
 	if c.Decision != d.Decision {
 		altered = append(altered, fmt.Sprintf("decision (signed %q)", excerpt(c.Decision)))
 	}
-	if c.NoteSHA256 != noteSum(d.Note) {
+	return allow(p, r, d.Decision, altered, c.NoteSHA256, d.Note)
+}
+
+// allow is the verdict on a proof whose claims matched but for altered,
+// and the note's sum: r may make decision under p, or why not.
+func allow(p Policy, r Reviewer, decision string, altered []string, noteSHA256, note string) (Verified, error) {
+	if noteSHA256 != noteSum(note) {
 		altered = append(altered, "note (its sha-256 differs)")
 	}
 	if len(altered) > 0 {
 		return Verified{}, fmt.Errorf("%w: %s", ErrAltered, strings.Join(altered, ", "))
 	}
-	if !slices.Contains(r.Decisions, d.Decision) {
+	if !slices.Contains(r.Decisions, decision) {
 		return Verified{}, fmt.Errorf("%w: %s", ErrNotAllowed, p.Rule(r))
 	}
 	return Verified{Principal: r.Name, Policy: p.Rule(r)}, nil
@@ -166,9 +166,14 @@ func sign(key ed25519.PrivateKey, name string, claims any, ttl time.Duration) (s
 	return signing + "." + b64.EncodeToString(ed25519.Sign(key, []byte(signing))), nil
 }
 
-// open checks proof's form and its signature by one of p's reviewers, and
-// decodes its claims into claims; it returns the reviewer who signed.
-func open(proof string, p Policy, claims any) (Reviewer, error) {
+// open checks what every proof carries: its form, a signature by one of
+// p's reviewers, its subject, audience aud, and lifetime at now. It decodes
+// the claims into claims and returns the reviewer who signed; hint says
+// how to sign when proof is missing.
+func open(proof string, p Policy, aud, hint string, now time.Time, claims any) (Reviewer, error) {
+	if proof == "" {
+		return Reviewer{}, fmt.Errorf("%w: %s sign their decisions: %s", ErrMissing, p.Source, hint)
+	}
 	if len(proof) > MaxLen {
 		return Reviewer{}, fmt.Errorf("%w: %d bytes, over %d", ErrMalformed, len(proof), MaxLen)
 	}
@@ -196,29 +201,29 @@ func open(proof string, p Policy, claims any) (Reviewer, error) {
 	if err != nil || !ed25519.Verify(pub, []byte(parts[0]+"."+parts[1]), sig) {
 		return r, fmt.Errorf("%w: the signature does not verify with %s's key: forged, or signed with another key", ErrSignature, r.Name)
 	}
-	if err := decode(parts[1], claims); err != nil {
+	var c struct {
+		Audience string `json:"aud"`
+		Subject  string `json:"sub"`
+		IssuedAt int64  `json:"iat"`
+		Expires  int64  `json:"exp"`
+	}
+	if err := errors.Join(decode(parts[1], &c), decode(parts[1], claims)); err != nil {
 		return r, fmt.Errorf("%w: claims: %v", ErrMalformed, err)
 	}
-	return r, nil
-}
-
-// current checks the claims every proof carries: signed by kid, for aud
-// want, and good at now.
-func current(kid, sub, aud, want string, issued, expires int64, now time.Time) error {
-	if sub != kid {
-		return fmt.Errorf("%w: sub %q is not the key id %q", ErrMalformed, excerpt(sub), kid)
+	if c.Subject != r.Name {
+		return r, fmt.Errorf("%w: sub %q is not the key id %q", ErrMalformed, excerpt(c.Subject), r.Name)
 	}
-	if aud != want {
-		return fmt.Errorf("%w: aud %q, not %q", ErrAudience, excerpt(aud), want)
+	if c.Audience != aud {
+		return r, fmt.Errorf("%w: aud %q, not %q", ErrAudience, excerpt(c.Audience), aud)
 	}
-	iat, exp := time.Unix(issued, 0), time.Unix(expires, 0)
+	iat, exp := time.Unix(c.IssuedAt, 0), time.Unix(c.Expires, 0)
 	switch {
 	case !now.Before(exp):
-		return fmt.Errorf("%w at %s (now %s): sign the decision again", ErrExpired, exp.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+		return r, fmt.Errorf("%w at %s (now %s): sign the decision again", ErrExpired, exp.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
 	case iat.After(now.Add(Skew)):
-		return fmt.Errorf("%w: issued at %s, in the future (now %s)", ErrExpired, iat.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+		return r, fmt.Errorf("%w: issued at %s, in the future (now %s)", ErrExpired, iat.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
 	case exp.Sub(iat) > MaxLifetime:
-		return fmt.Errorf("%w: lives %s, over %s", ErrExpired, exp.Sub(iat), MaxLifetime)
+		return r, fmt.Errorf("%w: lives %s, over %s", ErrExpired, exp.Sub(iat), MaxLifetime)
 	}
-	return nil
+	return r, nil
 }

@@ -203,15 +203,9 @@ type Verified struct {
 // Verify checks proof against decision d as received, policy p and the
 // time now (the workflow's), and says why it refuses one.
 func Verify(proof string, d Decision, p Policy, now time.Time) (Verified, error) {
-	if proof == "" {
-		return Verified{}, fmt.Errorf("%w: %s sign their decisions: send the output of courier review KEY ... --key FILE --print", ErrMissing, p.Source)
-	}
 	var c Claims
-	r, err := open(proof, p, &c)
+	r, err := open(proof, p, Audience, "send the output of courier review KEY ... --key FILE --print", now, &c)
 	if err != nil {
-		return Verified{}, err
-	}
-	if err := current(r.Name, c.Subject, c.Audience, Audience, c.IssuedAt, c.Expires, now); err != nil {
 		return Verified{}, err
 	}
 	if c.Key != d.Key {
@@ -230,16 +224,7 @@ func Verify(proof string, d Decision, p Policy, now time.Time) (Verified, error)
 	if c.ResourceID != d.ResourceID {
 		altered = append(altered, fmt.Sprintf("resource_id (signed %q)", excerpt(c.ResourceID)))
 	}
-	if c.NoteSHA256 != noteSum(d.Note) {
-		altered = append(altered, "note (its sha-256 differs)")
-	}
-	if len(altered) > 0 {
-		return Verified{}, fmt.Errorf("%w: %s", ErrAltered, strings.Join(altered, ", "))
-	}
-	if !slices.Contains(r.Decisions, d.Decision) {
-		return Verified{}, fmt.Errorf("%w: %s", ErrNotAllowed, p.Rule(r))
-	}
-	return Verified{Principal: r.Name, Policy: p.Rule(r)}, nil
+	return allow(p, r, d.Decision, altered, c.NoteSHA256, d.Note)
 }
 
 func decode(part string, v any) error {
