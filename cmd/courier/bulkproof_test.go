@@ -28,6 +28,33 @@ import (
 // it out.
 const destKeyed2 = "legacy-keyed2"
 
+// reviewerKeys are test reviewers' private keys, by name.
+type reviewerKeys map[string]ed25519.PrivateKey
+
+func newReviewerKeys(t *testing.T, names ...string) reviewerKeys {
+	keys := reviewerKeys{}
+	for _, name := range names {
+		_, k, err := ed25519.GenerateKey(rand.Reader)
+		require.NoError(t, err)
+		keys[name] = k
+	}
+	return keys
+}
+
+// pub is name's public key as the destinations file holds it.
+func (k reviewerKeys) pub(name string) string {
+	return reviewproof.FormatPublicKey(k[name].Public().(ed25519.PublicKey))
+}
+
+// file writes name's key file into dir, as courier review keygen does.
+func (k reviewerKeys) file(t *testing.T, dir, name string) string {
+	p := filepath.Join(dir, name+".key")
+	kb, err := json.Marshal(reviewproof.NewKeyFile(name, k[name]))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(p, kb, 0o600))
+	return p
+}
+
 // TestReviewAllSigned: at a destination whose reviewers have keys, an
 // unsigned --all is refused before any job starts; a job alice signs
 // decides exactly the parked deliveries inside its filter, each verifying
@@ -36,11 +63,8 @@ const destKeyed2 = "legacy-keyed2"
 // parked-before) is ignored with the reason, as are an expired job proof
 // and a job signed by a reviewer not allowed the decision.
 func TestReviewAllSigned(t *testing.T) {
-	keys := map[string]ed25519.PrivateKey{}
-	for _, name := range []string{"alice", "bob"} {
-		_, keys[name], _ = ed25519.GenerateKey(rand.Reader)
-	}
-	pub := func(name string) string { return reviewproof.FormatPublicKey(keys[name].Public().(ed25519.PublicKey)) }
+	keys := newReviewerKeys(t, "alice", "bob")
+	pub := keys.pub
 	b := startLab(t, 10*time.Minute, func(cfg *destinations.Config) {
 		cfg.Reviewers = destinations.Plain("ops")
 		legacy := cfg.Destinations[lab.DestLegacy]
@@ -53,13 +77,7 @@ func TestReviewAllSigned(t *testing.T) {
 	})
 	ctx, st := b.ctx, b.st
 	dir := t.TempDir()
-	keyFile := func(name string) string {
-		p := filepath.Join(dir, name+".key")
-		kb, err := json.Marshal(reviewproof.NewKeyFile(name, keys[name]))
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(p, kb, 0o600))
-		return p
-	}
+	keyFile := func(name string) string { return keys.file(t, dir, name) }
 	park := func(dest, tenant, op, id string) string {
 		t.Helper()
 		require.NoError(t, st.Sandbox.Inject(lab.SandboxService(st.Config.Destinations[dest]), sandbox.Fault{Kind: sandbox.FaultCloseAfterCommit}))
