@@ -119,7 +119,7 @@ func TestReviewAllSigned(t *testing.T) {
 	require.Contains(t, r.stderr, "--query cannot be signed")
 	r = b.run(retry("--key", keyFile("alice"), "--yes")...)
 	require.Equal(t, cli.CodeUsage, r.code, r.stderr)
-	require.Contains(t, r.stderr, "a signed --all needs --destination")
+	require.Contains(t, r.stderr, "a signed --all (you sign as alice, from --key or $COURIER_REVIEWER_KEY) needs --destination")
 
 	// The dry run shows what would be signed and sends nothing.
 	r = b.run(retry(append(filter, "--key", keyFile("alice"), "--dry-run")...)...)

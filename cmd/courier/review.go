@@ -322,7 +322,8 @@ func (b *bulkFlags) checkSigner(sg *starter.Signer, d workflows.ReviewDecision) 
 		return cli.UsageError("--query cannot be signed: each delivery checks the signed filter itself " +
 			"(--destination, --tenant, --operation, --parked-before) and cannot check a query")
 	case b.filter.Destination == "":
-		return cli.UsageError("a signed --all needs --destination: reviewers' keys and what they may decide are a destination's")
+		return cli.UsageError("a signed --all (you sign as %s, from --key or $%s) needs --destination: "+
+			"reviewers' keys and what they may decide are a destination's", sg.Name, envReviewerKey)
 	case b.parkedBefore == "":
 		// What the reviewer sees in the preview, and nothing that parks later.
 		b.parkedBefore = time.Now().UTC().Format(time.RFC3339Nano)
