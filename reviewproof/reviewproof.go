@@ -187,14 +187,11 @@ var b64 = base64.RawURLEncoding
 // Sign is the proof of d by the reviewer name (its key id) with key,
 // issued at now and good for ttl.
 func Sign(key ed25519.PrivateKey, name string, d Decision, now time.Time, ttl time.Duration) (string, error) {
-	if ttl <= 0 || ttl > MaxLifetime {
-		return "", fmt.Errorf("a proof lives more than nothing and at most %s, not %s", MaxLifetime, ttl)
-	}
 	return sign(key, name, Claims{
 		Audience: Audience, Subject: name, Key: d.Key, Destination: d.Destination,
 		Decision: d.Decision, ResourceID: d.ResourceID, NoteSHA256: noteSum(d.Note), Parked: Parked(d.Parked),
 		IssuedAt: now.Unix(), Expires: now.Add(ttl).Unix(),
-	})
+	}, ttl)
 }
 
 // Verified is who a proof proves decided, and the rule that allowed it.
@@ -206,11 +203,8 @@ type Verified struct {
 // Verify checks proof against decision d as received, policy p and the
 // time now (the workflow's), and says why it refuses one.
 func Verify(proof string, d Decision, p Policy, now time.Time) (Verified, error) {
-	if proof == "" {
-		return Verified{}, fmt.Errorf("%w: %s sign their decisions: send the output of courier review KEY ... --key FILE --print", ErrMissing, p.Source)
-	}
 	var c Claims
-	r, err := open(proof, p, now, Audience, &c)
+	r, err := open(proof, p, Audience, "send the output of courier review KEY ... --key FILE --print", now, &c)
 	if err != nil {
 		return Verified{}, err
 	}
@@ -230,16 +224,7 @@ func Verify(proof string, d Decision, p Policy, now time.Time) (Verified, error)
 	if c.ResourceID != d.ResourceID {
 		altered = append(altered, fmt.Sprintf("resource_id (signed %q)", excerpt(c.ResourceID)))
 	}
-	if c.NoteSHA256 != noteSum(d.Note) {
-		altered = append(altered, "note (its sha-256 differs)")
-	}
-	if len(altered) > 0 {
-		return Verified{}, fmt.Errorf("%w: %s", ErrAltered, strings.Join(altered, ", "))
-	}
-	if !slices.Contains(r.Decisions, d.Decision) {
-		return Verified{}, fmt.Errorf("%w: %s", ErrNotAllowed, p.Rule(r))
-	}
-	return Verified{Principal: r.Name, Policy: p.Rule(r)}, nil
+	return allow(p, r, d.Decision, altered, c.NoteSHA256, d.Note)
 }
 
 func decode(part string, v any) error {

@@ -99,6 +99,9 @@ type BulkMatch struct {
 	Summary  string    `json:"summary,omitempty"`
 	Evidence string    `json:"evidence,omitempty"`
 	Parked   time.Time `json:"parked,omitzero"`
+	// KeyedReviewers, from the status too, says the delivery's reviewers
+	// sign their decisions.
+	KeyedReviewers string `json:"keyed_reviewers,omitempty"`
 }
 
 // BulkPreview is what a bulk review would decide, before anything is sent.
@@ -110,7 +113,10 @@ type BulkPreview struct {
 	Matched int         `json:"matched"`
 	Keys    []string    `json:"keys"`
 	Sample  []BulkMatch `json:"sample"`
-	matches []BulkMatch
+	// KeyedReviewers are the keyed reviewers of the matches whose status
+	// was read: their decisions must be signed.
+	KeyedReviewers []string `json:"keyed_reviewers,omitempty"`
+	matches        []BulkMatch
 }
 
 // MaxBulk bounds the deliveries one bulk review decides, and so the statuses
@@ -156,7 +162,7 @@ func (s *Client) PreviewBulk(ctx context.Context, f BulkFilter, samples int) (Bu
 			continue // finished since it was listed
 		}
 		read[i].Summary, read[i].Parked = workflows.Summary(st.Operation), st.Review.Requested
-		read[i].Evidence = st.Review.Evidence
+		read[i].Evidence, read[i].KeyedReviewers = st.Review.Evidence, st.KeyedReviewers
 	}
 	if f.byStatus() {
 		all = slices.DeleteFunc(all, func(m BulkMatch) bool {
@@ -166,6 +172,11 @@ func (s *Client) PreviewBulk(ctx context.Context, f BulkFilter, samples int) (Bu
 		})
 	}
 	p.matches, p.Matched, p.Keys = all, len(all), keysOf(all)
+	for _, m := range all {
+		if m.KeyedReviewers != "" && !slices.Contains(p.KeyedReviewers, m.KeyedReviewers) {
+			p.KeyedReviewers = append(p.KeyedReviewers, m.KeyedReviewers)
+		}
+	}
 	p.Sample = slices.Clone(all[:min(samples, len(all))])
 	return p, nil
 }

@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
-
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -30,6 +28,9 @@ type BulkDecision struct {
 	ResourceIDs map[string]string `json:"-"`
 	// RPS paces the decisions, per second; 0 is DefaultBulkRPS.
 	RPS float64 `json:"rps"`
+	// JobID and Proof are set by SignBulk: the job's id is signed with it.
+	JobID string `json:"job_id,omitempty"`
+	Proof string `json:"proof,omitempty"`
 }
 
 // DefaultBulkRPS paces a bulk review: each decision may send a retry to the
@@ -39,7 +40,7 @@ const DefaultBulkRPS = 20
 // decision is d for one delivery of job.
 func (d BulkDecision) decision(job, key string) workflows.ReviewDecision {
 	return workflows.ReviewDecision{Decision: d.Decision, Reviewer: d.Reviewer, Note: d.Note,
-		ResourceID: d.ResourceIDs[key], BatchJob: job}
+		ResourceID: d.ResourceIDs[key], BatchJob: job, Proof: d.Proof}
 }
 
 // BulkReport is what a bulk review did, counted from each delivery's own
@@ -105,7 +106,10 @@ type BulkIgnored struct {
 // the job's decision twice acts on it once. Errors before anything is
 // sent: *InvalidRequestError.
 func (s *Client) ReviewBulk(ctx context.Context, p BulkPreview, d BulkDecision) (BulkReport, error) {
-	job := "courier-review-" + uuid.NewString()
+	job := d.JobID
+	if job == "" {
+		job = newJobID()
+	}
 	if d.RPS == 0 {
 		d.RPS = DefaultBulkRPS
 	}
@@ -170,6 +174,9 @@ func (s *Client) checkBulk(p BulkPreview, d BulkDecision, job string) error {
 		return &InvalidRequestError{fmt.Errorf("resource ids go with decision delivered only, not %s", d.Decision)}
 	}
 	if err := one.Validate(); err != nil {
+		return &InvalidRequestError{err}
+	}
+	if err := checkSigned(p, d); err != nil {
 		return &InvalidRequestError{err}
 	}
 	if d.RPS < 0 {

@@ -260,7 +260,11 @@ func (d *delivery) checkDeliver(r DeliverRequest) error {
 }
 
 func (d *delivery) status() DeliveryStatus {
-	return DeliveryStatus{State: d.res.StateOr(d.state), Operation: d.in.Operation, DeliveryResult: d.res, Hold: d.held}
+	st := DeliveryStatus{State: d.res.StateOr(d.state), Operation: d.in.Operation, DeliveryResult: d.res, Hold: d.held}
+	if p := d.policy(); p != nil {
+		st.KeyedReviewers = p.Source
+	}
+	return st
 }
 
 // settled: final, or parked waiting for a decision.

@@ -232,6 +232,9 @@ func decider(rec ReviewRecord) string {
 
 // via says how a decision came.
 func via(rec ReviewRecord) string {
+	if rec.SignedJob {
+		return "via " + rec.Via + " from signed batch job " + text.Code(rec.BatchJob)
+	}
 	return "via " + rec.Via
 }
 

@@ -70,17 +70,20 @@ const (
 // replace the search attributes a caller set at start, and that end a
 // cancel request canceled (parked, or with an attempt in flight); and
 // those that also ignore a review command pasted with its placeholders;
-// deliveries whose reviewers have keys, deciding only on a verified proof.
+// deliveries whose reviewers have keys, deciding only on a verified proof;
+// and those that also take a signed batch job's decision, verifying the
+// job's proof against themselves.
 const (
 	setTrust           = "trust"
 	setPlaceholders    = "placeholders"
 	setVerifiedReviews = "verified-reviews"
+	setVerifiedJobs    = "verified-jobs"
 )
 
 var (
 	deliverySets = []string{setConfigContract, setRecordedContract, setDeliverUpdate, setReviewDesk, setRetryState}
 	gateSets     = []string{setGateReportedBreaker, setGateTerms, setGateMemo, setGateProof}
-	trustSets    = []string{setTrust, setPlaceholders, setVerifiedReviews}
+	trustSets    = []string{setTrust, setPlaceholders, setVerifiedReviews, setVerifiedJobs}
 )
 
 // recordedHistories reads every Delivery set's index (the fault cases' and

@@ -191,8 +191,15 @@ func (d *delivery) check(ctx workflow.Context, rd ReviewDecision, placeholders b
 		return reviewproof.Verified{}, nil
 	}
 	// Pure computation over the recorded keys and the workflow's clock:
-	// replay verifies alike.
-	v, err := reviewproof.Verify(rd.Proof, d.proofDecision(rd), *p, workflow.Now(ctx))
+	// replay verifies alike. A batch job's decision carries the job's
+	// proof, which each delivery checks against itself.
+	var v reviewproof.Verified
+	var err error
+	if rd.BatchJob != "" {
+		v, err = reviewproof.VerifyJob(rd.Proof, d.jobDelivery(rd), *p, workflow.Now(ctx))
+	} else {
+		v, err = reviewproof.Verify(rd.Proof, d.proofDecision(rd), *p, workflow.Now(ctx))
+	}
 	if err != nil {
 		return v, fmt.Errorf("proof: %w", err)
 	}
@@ -204,6 +211,14 @@ func (d *delivery) proofDecision(rd ReviewDecision) reviewproof.Decision {
 	return reviewproof.Decision{
 		Key: d.res.Key, Destination: d.in.Destination, Parked: d.res.Review.Requested,
 		Decision: rd.Decision, ResourceID: rd.ResourceID, Note: rd.Note,
+	}
+}
+
+// jobDelivery is this delivery as a job proof's filter sees it.
+func (d *delivery) jobDelivery(rd ReviewDecision) reviewproof.JobDelivery {
+	return reviewproof.JobDelivery{
+		Destination: d.in.Destination, Tenant: d.in.Tenant, Operation: d.in.Operation.Operation,
+		Parked: d.res.Review.Requested, BatchJob: rd.BatchJob, Decision: rd.Decision, Note: rd.Note,
 	}
 }
 
@@ -233,6 +248,7 @@ func (d *delivery) receiveReview(ctx workflow.Context, rd ReviewDecision, via st
 		rec.Reason = text.Excerpt(err.Error(), maxReasonLen)
 	} else {
 		rec.Accepted, rec.Principal, rec.Policy = true, v.Principal, v.Policy
+		rec.SignedJob = v.Principal != "" && rd.BatchJob != ""
 		d.decision = &rd
 		d.decidedBy = rd.Reviewer
 		if v.Principal != "" {
@@ -255,7 +271,10 @@ func (d *delivery) record(ctx workflow.Context, rec ReviewRecord) ReviewRecord {
 		if rec.Principal != "" {
 			detail = fmt.Sprintf("%s by %s, verified (%s): %s", rec.Decision, rec.Principal, rec.Policy, rec.Note)
 		}
-		if rec.BatchJob != "" {
+		switch {
+		case rec.SignedJob:
+			detail += " (signed batch job " + rec.BatchJob + ")"
+		case rec.BatchJob != "":
 			detail += " (batch job " + rec.BatchJob + ")"
 		}
 		d.event(ctx, len(d.res.Attempts), "review_decision", detail)

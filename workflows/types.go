@@ -274,6 +274,9 @@ type ReviewRecord struct {
 	// empty where the reviewers have no keys.
 	Principal string `json:"principal,omitempty"`
 	Policy    string `json:"policy,omitempty"`
+	// SignedJob: the proof was a batch job's, verified by this delivery
+	// against the job's filter (courier review --all --key).
+	SignedJob bool `json:"signed_job,omitempty"`
 	// Repeats counts how often an accepted batch job's decision arrived
 	// again (the job retried, or was sent again): counted once, never
 	// acted on twice, neither accepted nor ignored.
@@ -349,6 +352,9 @@ type DeliveryStatus struct {
 	// Ended, for a run the server terminated or timed out, says which run
 	// and when; the rest is what the run had recorded by then.
 	Ended *RunEnded `json:"ended,omitempty"`
+	// KeyedReviewers names the recorded reviewers when they have keys
+	// ("legacy's reviewers"): decisions must then be signed.
+	KeyedReviewers string `json:"keyed_reviewers,omitempty"`
 	DeliveryResult
 }
 

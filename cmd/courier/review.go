@@ -63,13 +63,22 @@ signalling review, paced by --rps; delivered needs each delivery's resource id, 
 --resource-ids FILE (key,resource-id lines), and goes as one validated update each.
 Every decision names the job in the delivery's review record, and a delivery takes one
 job's decision once. It waits for the job, then reads each delivery's status and prints
-how many accepted the decision, ignored it (and why) or received it again, as JSON.`,
+how many accepted the decision, ignored it (and why) or received it again, as JSON.
+
+With --all and --key FILE (default $COURIER_REVIEWER_KEY) you sign ONE proof for the job:
+the decision, the note, the job's id and the filter (--destination, required; --tenant;
+--operation; --parked-before, default now), good for --ttl. Each delivery checks the proof
+itself against its reviewers' keys, and ignores it with the reason when it lies outside
+the filter, or the proof expired or is not yours to give. A signed job takes no --query and
+no delivered (sign each delivery's instead). Where reviewers have keys, an unsigned --all
+is refused before any job starts.`,
 		Example: `  courier review KEY --decision delivered --resource-id ticket-1 --reviewer alice --note "found it in the helpdesk"
   courier review KEY --decision retry --reviewer alice --note "not in the helpdesk" --wait
   courier review KEY --decision retry --reviewer alice --note "not in the helpdesk" --key alice.key --print
   courier review keygen --name alice --out alice.key
   courier review --all --destination legacy --decision retry --reviewer ops --note "outage over" --dry-run
   courier review --all --destination legacy --parked-before 2h --decision retry --reviewer ops --note "outage over" --yes
+  courier review --all --destination legacy --decision retry --reviewer alice --note "outage over" --key alice.key --yes
   courier review --all --destination legacy --decision delivered --resource-ids found.csv --reviewer ops --note "found them" --yes`,
 		Args: func(c *cobra.Command, args []string) error {
 			if b.all {
@@ -92,7 +101,7 @@ how many accepted the decision, ignored it (and why) or received it again, as JS
 	f.StringVar(&d.ResourceID, "resource-id", "", "the `id` of the effect you found (required with --decision delivered)")
 	f.StringVar(&keyFile, "key", "", "your reviewer key `file` (courier review keygen), to sign the decision; default $"+envReviewerKey)
 	f.BoolVar(&print, "print", false, "print the (signed) decision as JSON instead of sending it, for the web UI's Send an Update")
-	f.DurationVar(&ttl, "ttl", starter.DefaultProofTTL, "how long the signed decision stays good, at most 24h")
+	f.DurationVar(&ttl, "ttl", starter.DefaultProofTTL, "how long the signed decision (or --all job) stays good, at most 24h")
 	_ = c.MarkFlagFilename("key")
 	f.BoolVar(&wait, "wait", false, "wait for the delivery to finish or stop again, print its status, exit as deliver does")
 	f.BoolVar(&b.all, "all", false, "decide every delivery awaiting review that the filters below select, instead of KEY")
@@ -110,16 +119,21 @@ how many accepted the decision, ignored it (and why) or received it again, as JS
 	c.RunE = func(c *cobra.Command, args []string) error {
 		ctx := c.Context()
 		if b.all {
-			for _, name := range []string{"key", "print", "ttl"} {
-				if c.Flags().Changed(name) {
-					return cli.UsageError("--%s signs one delivery's decision: a proof is bound to one delivery and its park; give its KEY", name)
-				}
+			if print {
+				return cli.UsageError("--print prints one delivery's signed decision; with --all, --dry-run shows what the job would sign")
+			}
+			signer, err := readSigner(keyFile, ttl)
+			if err != nil {
+				return err
+			}
+			if err := b.checkSigner(signer, d); err != nil {
+				return err
 			}
 			bd, lines, err := b.check(c, d, wait)
 			if err != nil {
 				return err
 			}
-			return withStarter(ctx, func(s *starter.Client) error { return reviewAll(ctx, s, b, bd, lines) })
+			return withStarter(ctx, func(s *starter.Client) error { return reviewAll(ctx, s, b, bd, lines, signer) })
 		}
 		if err := b.checkNone(c); err != nil {
 			return err
@@ -295,6 +309,28 @@ func (b *bulkFlags) check(c *cobra.Command, d workflows.ReviewDecision, wait boo
 	return bd, lines, nil
 }
 
+// checkSigner refuses what a signed job cannot carry, before anything is
+// read, and bounds an unbounded job to what had parked when it is signed.
+func (b *bulkFlags) checkSigner(sg *starter.Signer, d workflows.ReviewDecision) error {
+	switch {
+	case sg == nil:
+		return nil
+	case d.Decision == workflows.DecisionDelivered:
+		return cli.UsageError("a signed --all decides retry or abandon: delivered needs each delivery's own resource id, " +
+			"so sign each (courier review KEY --decision delivered --resource-id ID --key FILE)")
+	case b.filter.Query != "":
+		return cli.UsageError("--query cannot be signed: each delivery checks the signed filter itself " +
+			"(--destination, --tenant, --operation, --parked-before) and cannot check a query")
+	case b.filter.Destination == "":
+		return cli.UsageError("a signed --all (you sign as %s, from --key or $%s) needs --destination: "+
+			"reviewers' keys and what they may decide are a destination's", sg.Name, envReviewerKey)
+	case b.parkedBefore == "":
+		// What the reviewer sees in the preview, and nothing that parks later.
+		b.parkedBefore = time.Now().UTC().Format(time.RFC3339Nano)
+	}
+	return nil
+}
+
 // parseTimeOrAgo reads an RFC 3339 time, or a duration meaning that long ago.
 func parseTimeOrAgo(s string) (time.Time, error) {
 	t, err := timeOrDuration(s, time.Now(), -1)
@@ -306,7 +342,7 @@ func parseTimeOrAgo(s string) (time.Time, error) {
 
 // reviewAll previews the deliveries b selects and, with --yes, decides them
 // all and reports how each took the decision.
-func reviewAll(ctx context.Context, s *starter.Client, b bulkFlags, d starter.BulkDecision, lines []starter.ResourceID) error {
+func reviewAll(ctx context.Context, s *starter.Client, b bulkFlags, d starter.BulkDecision, lines []starter.ResourceID, sg *starter.Signer) error {
 	p, err := s.PreviewBulk(ctx, b.filter, b.sample)
 	if err != nil {
 		return startError(err)
@@ -326,7 +362,22 @@ func reviewAll(ctx context.Context, s *starter.Client, b bulkFlags, d starter.Bu
 		via = fmt.Sprintf("%d validated updates, each with its resource id", len(d.ResourceIDs))
 	}
 	what := fmt.Sprintf("decision %s by %s (%q) as %s", d.Decision, d.Reviewer, d.Note, via)
+	if sg != nil {
+		var claims reviewproof.JobClaims
+		if d, claims, err = s.SignBulk(p, d, *sg, time.Now()); err != nil {
+			return startError(err)
+		}
+		what += ", signed by " + sg.Name
+		signed, err := json.Marshal(claims)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "signed job (each delivery checks it against itself): %s\n", signed)
+	}
 	if b.dryRun {
+		if sg == nil && len(p.KeyedReviewers) > 0 {
+			fmt.Fprintf(os.Stderr, "%s sign their decisions: without --key FILE, --yes would be refused\n", strings.Join(p.KeyedReviewers, " and "))
+		}
 		fmt.Fprintf(os.Stderr, "dry run: nothing was sent; --yes would send %s\n", what)
 		return cli.PrintJSON(os.Stdout, p)
 	}

@@ -1,12 +1,8 @@
 package main
 
 import (
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -33,11 +29,8 @@ const destPlain = "legacy-plain"
 // result and the history record who it proves decided. A destination of
 // plain names decides as before.
 func TestReviewVerified(t *testing.T) {
-	keys := map[string]ed25519.PrivateKey{}
-	for _, name := range []string{"alice", "bob", "mallory"} {
-		_, keys[name], _ = ed25519.GenerateKey(rand.Reader)
-	}
-	pub := func(name string) string { return reviewproof.FormatPublicKey(keys[name].Public().(ed25519.PublicKey)) }
+	keys := newReviewerKeys(t, "alice", "bob", "mallory")
+	pub := keys.pub
 	b := startLab(t, 10*time.Minute, func(cfg *destinations.Config) {
 		cfg.Reviewers = destinations.Plain("ops")
 		legacy := cfg.Destinations[lab.DestLegacy]
@@ -50,13 +43,7 @@ func TestReviewVerified(t *testing.T) {
 	})
 	ctx, st := b.ctx, b.st
 	dir := t.TempDir()
-	keyFile := func(name string) string {
-		p := filepath.Join(dir, name+".key")
-		kb, err := json.Marshal(reviewproof.NewKeyFile(name, keys[name]))
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(p, kb, 0o600))
-		return p
-	}
+	keyFile := func(name string) string { return keys.file(t, dir, name) }
 	park := func(dest, id string) workflows.DeliveryStatus {
 		t.Helper()
 		require.NoError(t, st.Sandbox.Inject(lab.SandboxService(st.Config.Destinations[dest]), sandbox.Fault{Kind: sandbox.FaultCloseAfterCommit}))

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/internal/lab"
@@ -115,6 +116,59 @@ var verifiedScenarios = []struct {
 			return "", err
 		}
 		return h.WorkflowID, want(st.Status, workflows.StatusDeliveredByReview)
+	}},
+	{"a signed batch job: its proof outside the delivery's filter and an expired one ignored by signal; the job's abandon accepted", func(ctx context.Context, v *verifiedDriver) (string, error) {
+		h, err := v.park(ctx, "verified-job", "verified job")
+		if err != nil {
+			return "", err
+		}
+		abandon := workflows.ReviewDecision{Decision: workflows.DecisionAbandon, Reviewer: "Alice", Note: "customer cancelled"}
+		byHand := func(id string, f reviewproof.JobFilter, at time.Time) error {
+			d := abandon
+			d.BatchJob = id
+			d.Proof, err = reviewproof.SignJob(v.alice, "alice", reviewproof.Job{ID: id, Decision: d.Decision, Note: d.Note, Filter: f}, at, 10*time.Minute)
+			if err != nil {
+				return err
+			}
+			return v.signal(ctx, h, d)
+		}
+		if err := byHand("job-outside", reviewproof.JobFilter{Destination: lab.DestLegacy, Operation: "another-operation", ParkedBefore: time.Now()}, time.Now()); err != nil {
+			return "", err
+		}
+		if err := byHand("job-expired", reviewproof.JobFilter{Destination: lab.DestLegacy, ParkedBefore: time.Now()}, time.Now().Add(-time.Hour)); err != nil {
+			return "", err
+		}
+		// Visibility lags the park by a moment.
+		var p starter.BulkPreview
+		for try := 0; p.Matched == 0 && try < 50; try++ {
+			time.Sleep(200 * time.Millisecond)
+			if p, err = v.s.PreviewBulk(ctx, starter.BulkFilter{Destination: lab.DestLegacy, ParkedBefore: time.Now()}, 0); err != nil {
+				return "", err
+			}
+		}
+		if p.Matched != 1 || p.Keys[0] != h.Key {
+			return "", fmt.Errorf("preview %v, want %s alone", p.Keys, h.Key)
+		}
+		d, _, err := v.s.SignBulk(p, starter.BulkDecision{Decision: abandon.Decision, Reviewer: abandon.Reviewer, Note: abandon.Note}, v.signer("alice"), time.Now())
+		if err != nil {
+			return "", err
+		}
+		rep, err := v.s.ReviewBulk(ctx, p, d)
+		if err != nil {
+			return "", err
+		}
+		if rep.Accepted != 1 {
+			return "", fmt.Errorf("report %+v, want the job accepted", rep)
+		}
+		_ = v.c.GetWorkflow(ctx, h.WorkflowID, "").Get(ctx, nil) // abandoned fails: nothing delivered
+		st, err := v.s.Status(ctx, h.Key)
+		if err != nil {
+			return "", err
+		}
+		if st.Review == nil || st.Review.Ignored != 2 {
+			return "", fmt.Errorf("review %+v, want two job proofs ignored", st.Review)
+		}
+		return h.WorkflowID, want(st.Status, workflows.StatusAbandoned)
 	}},
 }
 
