@@ -80,7 +80,7 @@ func SignGate(key ed25519.PrivateKey, name string, c GateChange, now time.Time, 
 // State and Since the gate's own), policy p and the workflow's time now.
 func VerifyGate(proof string, c GateChange, p Policy, now time.Time) (Verified, error) {
 	var got GateClaims
-	r, err := open(proof, p, GateAudience, "add --key FILE to courier destination "+c.Action+", or send its --print output", now, &got)
+	r, err := open(proof, p, GateAudience, "pauses and resumes: add --key FILE to courier destination "+c.Action+", or send its --print output", now, &got)
 	if err != nil {
 		return Verified{}, err
 	}

@@ -99,7 +99,7 @@ type JobDelivery struct {
 // filter, for another job, or after it expires.
 func VerifyJob(proof string, d JobDelivery, p Policy, now time.Time) (Verified, error) {
 	var c JobClaims
-	r, err := open(proof, p, JobAudience, "a batch job's decision needs courier review --all ... --key FILE", now, &c)
+	r, err := open(proof, p, JobAudience, "their decisions: a batch job's decision needs courier review --all ... --key FILE", now, &c)
 	if err != nil {
 		return Verified{}, err
 	}
@@ -172,7 +172,7 @@ func sign(key ed25519.PrivateKey, name string, claims any, ttl time.Duration) (s
 // how to sign when proof is missing.
 func open(proof string, p Policy, aud, hint string, now time.Time, claims any) (Reviewer, error) {
 	if proof == "" {
-		return Reviewer{}, fmt.Errorf("%w: %s sign their decisions: %s", ErrMissing, p.Source, hint)
+		return Reviewer{}, fmt.Errorf("%w: %s sign %s", ErrMissing, p.Source, hint)
 	}
 	if len(proof) > MaxLen {
 		return Reviewer{}, fmt.Errorf("%w: %d bytes, over %d", ErrMalformed, len(proof), MaxLen)

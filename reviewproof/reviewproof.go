@@ -204,7 +204,7 @@ type Verified struct {
 // time now (the workflow's), and says why it refuses one.
 func Verify(proof string, d Decision, p Policy, now time.Time) (Verified, error) {
 	var c Claims
-	r, err := open(proof, p, Audience, "send the output of courier review KEY ... --key FILE --print", now, &c)
+	r, err := open(proof, p, Audience, "their decisions: send the output of courier review KEY ... --key FILE --print", now, &c)
 	if err != nil {
 		return Verified{}, err
 	}
