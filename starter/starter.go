@@ -292,6 +292,9 @@ func (s *Client) settle(ctx context.Context, in workflows.DeliveryInput, h Handl
 		if err == nil {
 			err = uh.Get(ctx, &out)
 		}
+		if retryable(ctx, err) {
+			continue // the same update ID joins what the first try began
+		}
 		var started *serviceerror.WorkflowExecutionAlreadyStarted
 		if errors.As(err, &started) {
 			// Finished, and not to be run again: its result is the answer.
@@ -379,6 +382,24 @@ func (s *Client) settledStatus(ctx context.Context, key string) (workflows.Deliv
 			return st, err
 		case <-time.After(busyRetry):
 		}
+	}
+}
+
+// retryable: err is the server's "not ready" (the workflow task that was to
+// take the update failed: a worker died in it, or the server refused its
+// commands for a moment, e.g. a new namespace's search attributes not yet
+// everywhere). The server retries the task; the caller asks again after
+// busyRetry, unless ctx ends first.
+func retryable(ctx context.Context, err error) bool {
+	var notReady *serviceerror.WorkflowNotReady
+	if !errors.As(err, &notReady) {
+		return false
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(busyRetry):
+		return true
 	}
 }
 
