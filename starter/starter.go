@@ -277,6 +277,7 @@ func (s *Client) settle(ctx context.Context, in workflows.DeliveryInput, h Handl
 	}
 	opts := s.startOptions(in, h, reuse)
 	opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING
+	notReady := 0
 	for epoch := 0; ; {
 		id := workflows.DeliverUpdateID(h.Fingerprint, epoch)
 		if after != "" {
@@ -292,7 +293,8 @@ func (s *Client) settle(ctx context.Context, in workflows.DeliveryInput, h Handl
 		if err == nil {
 			err = uh.Get(ctx, &out)
 		}
-		if retryable(ctx, err) {
+		if notReady < maxNotReady && retryable(ctx, err) {
+			notReady++
 			continue // the same update ID joins what the first try began
 		}
 		var started *serviceerror.WorkflowExecutionAlreadyStarted
@@ -384,6 +386,10 @@ func (s *Client) settledStatus(ctx context.Context, key string) (workflows.Deliv
 		}
 	}
 }
+
+// maxNotReady bounds how often settle asks again after "not ready": a
+// workflow task that keeps failing is a fault to report, not to wait out.
+const maxNotReady = 30
 
 // retryable: err is the server's "not ready" (the workflow task that was to
 // take the update failed: a worker died in it, or the server refused its
