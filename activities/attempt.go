@@ -39,7 +39,7 @@ func (a *Activities) prepare(ctx context.Context, req *Request) (_ Adapter, curr
 		}
 		req.Contract, current = t.Contract, &t
 	}
-	return ad, current, heartbeat(ctx), nil
+	return ad, current, Heartbeat(ctx), nil
 }
 
 // Attempt makes one attempt at the destination. Its result is recorded in
@@ -203,9 +203,10 @@ func (a *Activities) cutShortOnStop(ctx context.Context) (context.Context, conte
 	return ctx, cancel
 }
 
-// heartbeat tells Temporal the attempt's worker is alive until stop is
-// called, so a lost worker is noticed within HeartbeatTimeout.
-func heartbeat(ctx context.Context) (stop func()) {
+// Heartbeat tells Temporal the activity's worker is alive until stop is
+// called, so a lost worker is noticed within the activity's heartbeat
+// timeout (an attempt's: HeartbeatTimeout).
+func Heartbeat(ctx context.Context) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {

@@ -4,11 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/workflows"
 )
 
@@ -25,7 +24,7 @@ func (s *Client) JoinDelivery(ctx context.Context, in workflows.DeliveryInput) (
 	if err != nil {
 		return workflows.DeliveryResult{}, TypedFailure(err)
 	}
-	stop := heartbeat(ctx)
+	stop := activities.Heartbeat(ctx)
 	defer stop()
 	return s.final(ctx, h)
 }
@@ -79,27 +78,4 @@ func TypedFailure(err error) error {
 			conflict.ExistingFingerprint, conflict.RequestFingerprint)
 	}
 	return err
-}
-
-// heartbeatEvery is how often a waiting activity heartbeats; the callers'
-// heartbeat timeout is a few times it.
-const heartbeatEvery = 5 * time.Second
-
-// heartbeat records heartbeats until stop is called, so that a lost worker
-// is noticed at the heartbeat timeout and another takes the wait over.
-func heartbeat(ctx context.Context) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	go func() {
-		t := time.NewTicker(heartbeatEvery)
-		defer t.Stop()
-		for {
-			activity.RecordHeartbeat(ctx)
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return cancel
 }
