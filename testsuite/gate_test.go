@@ -261,7 +261,8 @@ func reviewedGateStack(t *testing.T, svc string) (*opsStack, string, *lab.Worker
 // hand, carrying a breaker of one failure and a year's cool-down. The gate
 // stays closed: a delivery to the destination is created, not held, and
 // the destination stores its one effect. A pause by a name the reviewers
-// do not list is refused, and the destination stays unpaused.
+// do not list, or by the command's placeholder, is refused, and the
+// destination stays unpaused.
 func TestGateIgnoresForgedReport(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -298,6 +299,11 @@ func TestGateIgnoresForgedReport(t *testing.T) {
 	var refused *gateclient.RefusedError
 	require.ErrorAs(t, err, &refused)
 	require.Contains(t, refused.Reason, `by: "mallory" may not pause destinations; allowed: alice`)
+	// The pause command's placeholder, pasted as typed (quoted past the
+	// shell), is refused as a placeholder before any list is read.
+	_, err = s.starter.Pause(ctx, name, gate.PauseRequest{Reason: "mine now", By: "<YOUR-NAME>"})
+	require.ErrorAs(t, err, &refused)
+	require.Contains(t, refused.Reason, `by: "<YOUR-NAME>" is the command's placeholder: put your own name`)
 	gs, err = s.starter.Destination(ctx, name)
 	require.NoError(t, err)
 	require.Equal(t, gate.Closed, gs.State, "a refused pause changes nothing")
