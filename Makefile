@@ -8,7 +8,7 @@ WORKFLOWCHECK_VERSION := v0.6.0
 WORKFLOWCHECK := $(CURDIR)/bin/workflowcheck
 
 # The Temporal server and temporal-sql-tool of the native production
-# topology (deploy/topology): the server compose pins. Both commands are
+# topology (lab/topology): the server compose pins. Both commands are
 # named by their package (server, sql), so each gets a folder.
 TEMPORAL_SERVER_VERSION := v1.29.1
 TEMPORAL_SERVER := $(CURDIR)/bin/temporal-server/server
@@ -53,7 +53,7 @@ soak: $(TEMPORAL)
 
 ## histories: record a set of replay histories into workflows/testdata/histories, SET=name (a new set after a workflow change; never an older one); GATE=1 for the destination gate's scenarios; TRUST=1 for the Delivery scenarios off the happy path; VERIFIED=1 for reviewers with keys
 histories: $(TEMPORAL)
-	go run ./testsuite/record -set $(SET) $(if $(GATE),-gate) $(if $(TRUST),-trust) $(if $(VERIFIED),-verified)
+	go run ./lab/testsuite/record -set $(SET) $(if $(GATE),-gate) $(if $(TRUST),-trust) $(if $(VERIFIED),-verified)
 
 ## temporal: build the pinned Temporal CLI into bin/
 temporal: $(TEMPORAL)
@@ -81,12 +81,12 @@ $(TEMPORAL_SQL_TOOL):
 
 ## topology-up: the production topology without Docker, NODES=1|2 (PostgreSQL, the token issuer, Temporal server nodes checking callers, sandbox, 3 workers)
 topology-up: $(TEMPORAL_SERVER) $(TEMPORAL_SQL_TOOL)
-	go run ./deploy/topology up --nodes $(NODES)
+	go run ./lab/topology up --nodes $(NODES)
 
 ## topology-down: stop every process topology-up started, by PID, then its PostgreSQL
 topology-down:
-	go run ./deploy/topology down
+	go run ./lab/topology down
 
 ## topology-test: from nothing, 2 nodes: callers checked by role, faultlab, the chaos soak with a node SIGKILLed, a node kill under load; then down
 topology-test: $(TEMPORAL_SERVER) $(TEMPORAL_SQL_TOOL)
-	go run ./deploy/topology test
+	go run ./lab/topology test

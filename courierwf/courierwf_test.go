@@ -19,7 +19,7 @@ import (
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/courierwf"
-	"github.com/abde64c9/courier/internal/lab"
+	"github.com/abde64c9/courier/lab"
 	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/worker"

@@ -24,8 +24,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/abde64c9/courier/destinations"
-	"github.com/abde64c9/courier/devserver"
-	"github.com/abde64c9/courier/internal/lab"
+	"github.com/abde64c9/courier/lab/devserver"
+	"github.com/abde64c9/courier/lab"
 	"github.com/abde64c9/courier/workflows"
 )
 

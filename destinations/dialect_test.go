@@ -34,8 +34,8 @@ func dialectFile(fields, contractFields string) string {
 
 func TestDialectDefaultsAreTodays(t *testing.T) {
 	// The repository's own files load unchanged, with no dialect fields.
-	for _, f := range []string{"destinations.dev.json", "destinations.compose.json"} {
-		cfg, err := Load(filepath.Join("..", "config", f))
+	for _, f := range []string{"lab/config/destinations.dev.json", "deploy/config/destinations.compose.json"} {
+		cfg, err := Load(filepath.Join("..", filepath.FromSlash(f)))
 		require.NoError(t, err, f)
 		for name, d := range cfg.Destinations {
 			require.Empty(t, d.Method, name)
@@ -250,9 +250,9 @@ func TestPointer(t *testing.T) {
 	require.Error(t, err)
 }
 
-// TestExampleFilesLoad: every file of config/examples loads.
+// TestExampleFilesLoad: every file of examples/destinations loads.
 func TestExampleFilesLoad(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("..", "config", "examples", "*.json"))
+	files, err := filepath.Glob(filepath.Join("..", "examples", "destinations", "*.json"))
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
 	for _, f := range files {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/gate"
-	"github.com/abde64c9/courier/internal/wftest"
+	"github.com/abde64c9/courier/lab/wftest"
 	"github.com/abde64c9/courier/reviewproof"
 )
 

@@ -16,7 +16,7 @@ import (
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/gate"
 	"github.com/abde64c9/courier/internal/text"
-	"github.com/abde64c9/courier/internal/wftest"
+	"github.com/abde64c9/courier/lab/wftest"
 )
 
 // GateSuite drives a destination's gate workflow in the test environment:

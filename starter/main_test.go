@@ -19,10 +19,10 @@ import (
 	"github.com/abde64c9/courier/activities/httpdest"
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/destinations"
-	"github.com/abde64c9/courier/devserver"
-	"github.com/abde64c9/courier/internal/lab"
-	"github.com/abde64c9/courier/sandbox"
-	"github.com/abde64c9/courier/testsuite"
+	"github.com/abde64c9/courier/lab/devserver"
+	"github.com/abde64c9/courier/lab"
+	"github.com/abde64c9/courier/lab/sandbox"
+	"github.com/abde64c9/courier/lab/testsuite"
 	"github.com/abde64c9/courier/worker"
 )
 

@@ -12,9 +12,9 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/abde64c9/courier/internal/lab"
+	"github.com/abde64c9/courier/lab"
 	"github.com/abde64c9/courier/opkey"
-	"github.com/abde64c9/courier/sandbox"
+	"github.com/abde64c9/courier/lab/sandbox"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/workflows"
 )

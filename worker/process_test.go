@@ -20,9 +20,9 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/abde64c9/courier/destinations"
-	"github.com/abde64c9/courier/devserver"
-	"github.com/abde64c9/courier/internal/lab"
-	"github.com/abde64c9/courier/sandbox"
+	"github.com/abde64c9/courier/lab/devserver"
+	"github.com/abde64c9/courier/lab"
+	"github.com/abde64c9/courier/lab/sandbox"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/worker"
 	"github.com/abde64c9/courier/workflows"

@@ -13,7 +13,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/abde64c9/courier/internal/wftest"
+	"github.com/abde64c9/courier/lab/wftest"
 	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/worker"
 	"github.com/abde64c9/courier/workflows"

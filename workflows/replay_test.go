@@ -18,8 +18,8 @@ import (
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/destinations"
-	"github.com/abde64c9/courier/internal/lab"
-	"github.com/abde64c9/courier/internal/wftest"
+	"github.com/abde64c9/courier/lab"
+	"github.com/abde64c9/courier/lab/wftest"
 	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/worker"
 	"github.com/abde64c9/courier/workflows"
@@ -32,7 +32,7 @@ import (
 // workflow, or (a trust set) of a few Delivery scenarios off the happy path. Record a new set (when the workflow changes) from the repository
 // root with
 //
-//	go run ./testsuite/record -set NAME [-gate | -trust | -verified]
+//	go run ./lab/testsuite/record -set NAME [-gate | -trust | -verified]
 //
 // A change to the workflow that alters its command sequence must keep every
 // set replaying, which means putting it behind workflow.GetVersion.
@@ -120,7 +120,7 @@ func recordedSet(t *testing.T, set string) []wftest.RecordedHistory {
 	t.Helper()
 	dir := filepath.Join(historiesDir, set)
 	b, err := os.ReadFile(filepath.Join(dir, wftest.HistoryIndexFile))
-	require.NoError(t, err, "record with: go run ./testsuite/record -set %s", set)
+	require.NoError(t, err, "record with: go run ./lab/testsuite/record -set %s", set)
 	var index []wftest.RecordedCase
 	require.NoError(t, json.Unmarshal(b, &index))
 	var hs []wftest.RecordedHistory

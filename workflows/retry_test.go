@@ -12,8 +12,8 @@ import (
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
-	"github.com/abde64c9/courier/internal/lab"
-	"github.com/abde64c9/courier/internal/wftest"
+	"github.com/abde64c9/courier/lab"
+	"github.com/abde64c9/courier/lab/wftest"
 	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/worker"
 	"github.com/abde64c9/courier/workflows"

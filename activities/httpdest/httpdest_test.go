@@ -20,8 +20,8 @@ import (
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/destinations"
-	"github.com/abde64c9/courier/internal/lab"
-	"github.com/abde64c9/courier/sandbox"
+	"github.com/abde64c9/courier/lab"
+	"github.com/abde64c9/courier/lab/sandbox"
 )
 
 const payload = `{"request_id":"example-001","subject":"Move the workshop booking"}`

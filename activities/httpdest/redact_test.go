@@ -13,7 +13,7 @@ import (
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/internal/redact"
-	"github.com/abde64c9/courier/sandbox"
+	"github.com/abde64c9/courier/lab/sandbox"
 )
 
 // TestEchoedCredentialRedacted: a destination that echoes its request in a

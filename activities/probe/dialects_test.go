@@ -13,8 +13,8 @@ import (
 	"github.com/abde64c9/courier/activities/httpdest"
 	"github.com/abde64c9/courier/activities/probe"
 	"github.com/abde64c9/courier/destinations"
-	"github.com/abde64c9/courier/internal/lab"
-	"github.com/abde64c9/courier/sandbox"
+	"github.com/abde64c9/courier/lab"
+	"github.com/abde64c9/courier/lab/sandbox"
 )
 
 // TestDialectExamples probes every example destinations file against its
@@ -26,7 +26,7 @@ func TestDialectExamples(t *testing.T) {
 	sb, err := lab.StartSandbox(filepath.Join(t.TempDir(), lab.SandboxDB), "", sandbox.DialectModes())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sb.Close() })
-	examples, err := lab.Examples(filepath.Join("..", "..", "config", "examples"), sb.URL)
+	examples, err := lab.Examples(filepath.Join("..", "..", "examples", "destinations"), sb.URL)
 	require.NoError(t, err)
 	require.Len(t, examples, 8)
 

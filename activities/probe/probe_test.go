@@ -12,8 +12,8 @@ import (
 	"github.com/abde64c9/courier/activities/probe"
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/destinations"
-	"github.com/abde64c9/courier/internal/lab"
-	"github.com/abde64c9/courier/testsuite"
+	"github.com/abde64c9/courier/lab"
+	"github.com/abde64c9/courier/lab/testsuite"
 )
 
 // env is the sandbox ticket service and the SQLite ledger on loopback, with

@@ -13,7 +13,7 @@ import (
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/destinations"
-	"github.com/abde64c9/courier/internal/lab/faults"
+	"github.com/abde64c9/courier/lab/faults"
 )
 
 // The cases every driver must pass, run against real databases: SQLite files

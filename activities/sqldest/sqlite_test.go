@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/abde64c9/courier/destinations"
-	"github.com/abde64c9/courier/internal/lab/faults"
+	"github.com/abde64c9/courier/lab/faults"
 )
 
 func sqliteDest(t *testing.T) destinations.Destination {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/abde64c9/courier/bench"
+	"github.com/abde64c9/courier/lab/bench"
 	"github.com/abde64c9/courier/internal/cli"
 )
 

@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/abde64c9/courier/devstack"
+	"github.com/abde64c9/courier/lab/devstack"
 	"github.com/abde64c9/courier/internal/cli"
 )
 

@@ -8,9 +8,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/abde64c9/courier/devserver"
+	"github.com/abde64c9/courier/lab/devserver"
 	"github.com/abde64c9/courier/internal/cli"
-	"github.com/abde64c9/courier/testsuite"
+	"github.com/abde64c9/courier/lab/testsuite"
 )
 
 func faultlabCommand() *cobra.Command {

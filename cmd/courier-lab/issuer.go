@@ -10,7 +10,7 @@ import (
 
 	"github.com/abde64c9/courier/deploy"
 	"github.com/abde64c9/courier/internal/cli"
-	"github.com/abde64c9/courier/internal/lab"
+	"github.com/abde64c9/courier/lab"
 )
 
 func issuerCommand() *cobra.Command {

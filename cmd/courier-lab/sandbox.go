@@ -8,9 +8,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/abde64c9/courier/config"
+	"github.com/abde64c9/courier/lab/config"
 	"github.com/abde64c9/courier/internal/cli"
-	"github.com/abde64c9/courier/sandbox"
+	"github.com/abde64c9/courier/lab/sandbox"
 )
 
 func sandboxCommand() *cobra.Command {
@@ -20,7 +20,7 @@ func sandboxCommand() *cobra.Command {
 		Short: "serve the sandbox destinations (a ticket service for trying Courier)",
 		Long: `Serves the sandbox ticket service: one destination per kind of provider
 (helpdesk honours idempotency keys, ignoring ignores them, legacy has none,
-crm can be searched by key), one per vendor dialect of config/examples
+crm can be searched by key), one per vendor dialect of examples/destinations
 (stripe, stripe-ignoring, adyen, paypal, square, webhooks, things, search, entries), tickets
 kept in a SQLite file, and admin
 endpoints to stage faults (POST /admin/faults) and read what was stored

@@ -10,9 +10,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/abde64c9/courier/devserver"
+	"github.com/abde64c9/courier/lab/devserver"
 	"github.com/abde64c9/courier/internal/cli"
-	"github.com/abde64c9/courier/soak"
+	"github.com/abde64c9/courier/lab/soak"
 )
 
 func soakCommand() *cobra.Command {

@@ -16,8 +16,8 @@ import (
 	"github.com/abde64c9/courier/gate"
 	"github.com/abde64c9/courier/gate/gateclient"
 	"github.com/abde64c9/courier/internal/cli"
-	"github.com/abde64c9/courier/internal/lab"
-	"github.com/abde64c9/courier/sandbox"
+	"github.com/abde64c9/courier/lab"
+	"github.com/abde64c9/courier/lab/sandbox"
 	"github.com/abde64c9/courier/workflows"
 )
 

@@ -30,7 +30,7 @@ func probeCommand() *cobra.Command {
 			"  lookup              looks the fresh key up (not found), sends once, looks up again (found)\n" +
 			"  none                sends once (a second send would be a second effect)\n\n" +
 			"The effects it creates are listed so you can delete them.",
-		Example:     "  courier probe ignoring --destinations config/destinations.dev.json",
+		Example:     "  courier probe ignoring --destinations lab/config/destinations.dev.json",
 		Args:        cli.OneArg("DESTINATION", "a destination of the destinations file"),
 		Annotations: cli.Exits(cli.CodeOK, cli.CodeError, cli.CodeUsage, cli.CodeRejected, cli.CodeViolation),
 	}

@@ -19,12 +19,12 @@ client environment: TEMPORAL_ADDRESS (default localhost:7233),
 TEMPORAL_NAMESPACE (default "default"), TEMPORAL_API_KEY, TEMPORAL_TLS_*,
 TEMPORAL_PROFILE. The destinations file is --destinations, else $COURIER_DESTINATIONS
 (which courier destination status reads too). Stops gracefully on SIGINT or SIGTERM.`,
-		Example: "  courier worker --destinations config/destinations.dev.json --metrics :9090\n" +
-			"  export COURIER_DESTINATIONS=config/destinations.dev.json; courier worker",
+		Example: "  courier worker --destinations lab/config/destinations.dev.json --metrics :9090\n" +
+			"  export COURIER_DESTINATIONS=lab/config/destinations.dev.json; courier worker",
 		Args:        cli.NoArgs,
 		Annotations: cli.Exits(cli.BasicExits...),
 	}
-	c.Flags().StringVar(&destinationsFlag, "destinations", "", "destinations `file` (JSON), e.g. config/destinations.dev.json (required, unless $"+envDestinations+" names it)")
+	c.Flags().StringVar(&destinationsFlag, "destinations", "", "destinations `file` (JSON), e.g. lab/config/destinations.dev.json (required, unless $"+envDestinations+" names it)")
 	c.Flags().StringSliceVar(&o.NexusTenants, "nexus-tenant", nil, "serve Nexus operations for this `tenant` on task queue "+workflows.NexusTaskQueuePrefix+"<tenant> (repeatable); its endpoint decides the tenant")
 	c.Flags().StringVar(&o.MetricsAddr, "metrics", "", "serve Prometheus metrics on `ADDR` (/metrics, and /healthz), e.g. :9090; empty: off")
 	_ = c.MarkFlagFilename("destinations", "json")

@@ -14,7 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/abde64c9/courier/internal/lab"
+	"github.com/abde64c9/courier/lab"
 	"github.com/abde64c9/courier/workflows"
 )
 

@@ -3,7 +3,7 @@
 -- (temporal-schema in docker-compose.yml) fills both Temporal databases.
 CREATE DATABASE temporal_visibility OWNER temporal;
 
--- The ledger destination of config/destinations.compose.json: a role of its
+-- The ledger destination of deploy/config/destinations.compose.json: a role of its
 -- own, so the worker cannot touch Temporal's tables.
 CREATE ROLE courier LOGIN PASSWORD 'courier';
 CREATE DATABASE courier OWNER courier;

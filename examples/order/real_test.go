@@ -21,9 +21,9 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/abde64c9/courier/courierwf"
-	"github.com/abde64c9/courier/internal/lab"
+	"github.com/abde64c9/courier/lab"
 	"github.com/abde64c9/courier/opkey"
-	"github.com/abde64c9/courier/sandbox"
+	"github.com/abde64c9/courier/lab/sandbox"
 	"github.com/abde64c9/courier/workflows"
 )
 
