@@ -21,8 +21,8 @@ import (
 	"github.com/abde64c9/courier/courierwf"
 	"github.com/abde64c9/courier/lab"
 	"github.com/abde64c9/courier/opkey"
-	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/worker"
+	"github.com/abde64c9/courier/worker/callers"
 	"github.com/abde64c9/courier/workflows"
 )
 
@@ -45,9 +45,9 @@ type answer struct {
 	Type   string                   `json:"type,omitempty"` // the failure's type, if it failed
 }
 
-// callers delivers each input from one workflow, concurrently, and reports
+// manyCallers delivers each input from one workflow, concurrently, and reports
 // every caller's answer: what a workflow author writes.
-func callers(ctx workflow.Context, ins []workflows.DeliveryInput) ([]answer, error) {
+func manyCallers(ctx workflow.Context, ins []workflows.DeliveryInput) ([]answer, error) {
 	out := make([]answer, len(ins))
 	wg := workflow.NewWaitGroup(ctx)
 	for i, in := range ins {
@@ -75,8 +75,8 @@ func (s *DeliverSuite) SetupTest() {
 	s.T().Cleanup(func() { _ = ads.Close() })
 	s.env = s.NewTestWorkflowEnvironment()
 	worker.Register(s.env, cfg, worker.NewActivities(nil, cfg, ads))
-	s.env.RegisterActivityWithOptions(starter.New(nil).JoinDelivery, activity.RegisterOptions{Name: workflows.ActivityJoinDelivery})
-	s.env.RegisterWorkflow(callers)
+	s.env.RegisterActivityWithOptions(callers.NewJoin(nil).JoinDelivery, activity.RegisterOptions{Name: workflows.ActivityJoinDelivery})
+	s.env.RegisterWorkflow(manyCallers)
 	s.in = lab.Input(lab.DestHelpdesk, "order-"+s.T().Name(), lab.Ticket("order", "Invoice the order"))
 	s.env.SetTestTimeout(30 * time.Second)
 }
@@ -89,7 +89,7 @@ func (s *DeliverSuite) attempt(out activities.Outcome) {
 }
 
 func (s *DeliverSuite) run(ins ...workflows.DeliveryInput) []answer {
-	s.env.ExecuteWorkflow(callers, ins)
+	s.env.ExecuteWorkflow(manyCallers, ins)
 	s.Require().True(s.env.IsWorkflowCompleted())
 	s.Require().NoError(s.env.GetWorkflowError())
 	var out []answer
@@ -205,7 +205,7 @@ func (s *DeliverSuite) TestCanceledCallerLeavesTheDeliveryRunning() {
 		s.env.SignalWorkflowByID(workflows.WorkflowID(opkey.Key(in.Operation)), workflows.SignalReview,
 			workflows.ReviewDecision{Decision: workflows.DecisionAbandon, Reviewer: "ops", Note: "test over"})
 	}, 2*time.Hour)
-	s.env.ExecuteWorkflow(callers, []workflows.DeliveryInput{in})
+	s.env.ExecuteWorkflow(manyCallers, []workflows.DeliveryInput{in})
 	var out []answer
 	s.Require().NoError(s.env.GetWorkflowResult(&out))
 	s.Contains(out[0].Type, "canceled")

@@ -6,8 +6,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/abde64c9/courier/lab/config"
 	"github.com/abde64c9/courier/destinations"
+	"github.com/abde64c9/courier/lab/config"
 )
 
 // Example is one destinations file of examples/destinations.

@@ -5,14 +5,13 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/abde64c9/courier/workflows"
 	nexuspb "go.temporal.io/api/nexus/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/types/known/durationpb"
-
-	"github.com/abde64c9/courier/starter"
 )
 
 // NexusTenant is the tenant the lab's Nexus endpoint serves, and
@@ -22,15 +21,18 @@ const (
 	CallerNamespace = "orders"
 )
 
-// EnsureNexusEndpoint makes the tenant's endpoint (starter.NexusEndpoint)
+// NexusEndpoint is the name the lab gives the tenant's endpoint.
+func NexusEndpoint(tenant string) string { return "courier-" + tenant }
+
+// EnsureNexusEndpoint makes the tenant's endpoint (NexusEndpoint)
 // route to its task queue in Courier's namespace ns, creating it or
 // correcting its target, and returns its name.
 func EnsureNexusEndpoint(ctx context.Context, c client.Client, ns, tenant string) (string, error) {
-	name := starter.NexusEndpoint(tenant)
+	name := NexusEndpoint(tenant)
 	spec := &nexuspb.EndpointSpec{
 		Name: name,
 		Target: &nexuspb.EndpointTarget{Variant: &nexuspb.EndpointTarget_Worker_{Worker: &nexuspb.EndpointTarget_Worker{
-			Namespace: ns, TaskQueue: starter.NexusTaskQueue(tenant),
+			Namespace: ns, TaskQueue: workflows.NexusTaskQueue(tenant),
 		}}},
 	}
 	ops := c.OperatorService()
@@ -40,7 +42,7 @@ func EnsureNexusEndpoint(ctx context.Context, c client.Client, ns, tenant string
 	}
 	for _, e := range list.GetEndpoints() {
 		w := e.GetSpec().GetTarget().GetWorker()
-		if w.GetNamespace() == ns && w.GetTaskQueue() == starter.NexusTaskQueue(tenant) {
+		if w.GetNamespace() == ns && w.GetTaskQueue() == workflows.NexusTaskQueue(tenant) {
 			return name, nil
 		}
 		_, err := ops.UpdateNexusEndpoint(ctx, &operatorservice.UpdateNexusEndpointRequest{Id: e.GetId(), Version: e.GetVersion(), Spec: spec})

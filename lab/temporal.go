@@ -20,6 +20,7 @@ import (
 
 	"github.com/abde64c9/courier/connect"
 	"github.com/abde64c9/courier/lab/devserver"
+	"github.com/abde64c9/courier/workflows"
 )
 
 // TemporalOptions choose the lab's Temporal server.
@@ -174,7 +175,8 @@ func (t *Temporal) Start(ctx context.Context) error {
 	}
 	srv, err := devserver.Start(ctx, devserver.Options{
 		DBFile: t.o.DBFile, HostPort: t.o.HostPort, MetricsPort: t.o.MetricsPort, Log: t.o.Log,
-		ClientOptions: client.Options{Logger: sdklog.NewStructuredLogger(t.o.Logger)},
+		ClientOptions:     client.Options{Logger: sdklog.NewStructuredLogger(t.o.Logger)},
+		KeywordAttributes: workflows.SearchAttributeNames,
 	})
 	if err != nil {
 		return err

@@ -19,11 +19,12 @@ import (
 	"github.com/abde64c9/courier/activities/httpdest"
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/destinations"
-	"github.com/abde64c9/courier/lab/devserver"
 	"github.com/abde64c9/courier/lab"
+	"github.com/abde64c9/courier/lab/devserver"
 	"github.com/abde64c9/courier/lab/sandbox"
 	"github.com/abde64c9/courier/lab/testsuite"
 	"github.com/abde64c9/courier/worker"
+	"github.com/abde64c9/courier/workflows"
 )
 
 // fx is what every test and example of this package runs against: one real
@@ -60,7 +61,10 @@ func run(m *testing.M) (int, error) {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	srv, err := devserver.Start(ctx, devserver.Options{ClientOptions: client.Options{Logger: sdklog.NewStructuredLogger(logger)}})
+	srv, err := devserver.Start(ctx, devserver.Options{
+		ClientOptions:     client.Options{Logger: sdklog.NewStructuredLogger(logger)},
+		KeywordAttributes: workflows.SearchAttributeNames,
+	})
 	if err != nil {
 		return 0, fmt.Errorf("%w (%s)", err, devserver.BuildHint)
 	}

@@ -170,6 +170,66 @@ func (s *Client) start(ctx context.Context, in workflows.DeliveryInput, h Handle
 	return Handle{}, s.conflictOr(h, err)
 }
 
+// Attach is Start for a caller that waits by callback, as a Nexus operation
+// does: start makes each start (with the caller's callback) from the options
+// given, and fails with *serviceerror.WorkflowExecutionAlreadyStarted where
+// the ID is taken. A running delivery of the same payload is attached to (a
+// second start that uses the existing run); a closed one answers at once
+// with its result (prev), unless it may run again; another payload is a
+// *ConflictError, and nothing is attached.
+func (s *Client) Attach(ctx context.Context, in workflows.DeliveryInput, start func(client.StartWorkflowOptions) error) (prev *workflows.DeliveryResult, err error) {
+	h, err := s.handle(in)
+	if err != nil {
+		return nil, err
+	}
+	reuse := enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE
+	for {
+		opts := s.startOptions(in, h, reuse)
+		err := start(opts)
+		var started *serviceerror.WorkflowExecutionAlreadyStarted
+		if !errors.As(err, &started) {
+			return nil, err // started, or an error the caller retries
+		}
+		// Taken. The deliver update's validator is the join check: accepted,
+		// the running delivery carries this payload and the callback is
+		// attached to it; refused, another payload, and nothing is attached.
+		err = s.joinCheck(ctx, h, started.RunId)
+		var nf *serviceerror.NotFound
+		runID := started.RunId
+		switch {
+		case err == nil:
+			opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING
+			err = start(opts)
+			if !errors.As(err, &started) {
+				if err != nil {
+					return nil, err
+				}
+				// The run attached to is the latest; should the checked one
+				// have closed and another payload's run begun between the two
+				// calls, this check refuses (the callback then finds it
+				// failed and is dropped).
+				if err := s.joinCheck(ctx, h, ""); err != nil && !errors.As(err, &nf) {
+					return nil, s.conflictOr(h, err)
+				}
+				return nil, nil
+			}
+			// Closed since (a closed run answers a known update ID with its
+			// stored outcome, so the check above passed).
+			runID = started.RunId
+		case !errors.As(err, &nf):
+			return nil, s.conflictOr(h, err)
+		}
+		res, restart, err := s.closed(ctx, h, runID, reuse)
+		if err != nil {
+			return nil, err
+		}
+		if !restart {
+			return &res, nil
+		}
+		reuse = enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
+	}
+}
+
 // deliverUpdate is the deliver update for h's payload under this update ID;
 // caller is this caller's token, empty where the answer's starter does not
 // matter.
@@ -209,7 +269,7 @@ func (s *Client) closed(ctx context.Context, h Handle, runID string, reuse enums
 	if errors.As(err, &term) || errors.As(err, &timeout) {
 		// It never recorded an end: what it recorded until then, and how
 		// the server ended it.
-		st, serr := s.runStatus(ctx, h.Key, runID)
+		st, serr := s.RunStatus(ctx, h.Key, runID)
 		if serr != nil {
 			return prev, false, fmt.Errorf("read the earlier delivery: %w", serr)
 		}

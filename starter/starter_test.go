@@ -13,8 +13,8 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/abde64c9/courier/lab"
-	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/lab/sandbox"
+	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/workflows"
 )

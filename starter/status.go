@@ -31,11 +31,11 @@ func (s *Client) Result(ctx context.Context, key, runID string) (workflows.Deliv
 // terminated or timed_out, Ended saying which run and when): its own status
 // query replays to where it was stopped, a state it can never leave.
 func (s *Client) Status(ctx context.Context, key string) (workflows.DeliveryStatus, error) {
-	return s.runStatus(ctx, key, "")
+	return s.RunStatus(ctx, key, "")
 }
 
-// runStatus is the status of one run (empty: the latest).
-func (s *Client) runStatus(ctx context.Context, key, runID string) (workflows.DeliveryStatus, error) {
+// RunStatus is the status of one run of the delivery (empty: the latest).
+func (s *Client) RunStatus(ctx context.Context, key, runID string) (workflows.DeliveryStatus, error) {
 	var st workflows.DeliveryStatus
 	wid := workflows.WorkflowID(key)
 	desc, err := s.c.DescribeWorkflowExecution(ctx, wid, runID)

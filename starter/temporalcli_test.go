@@ -19,8 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/abde64c9/courier/lab/devserver"
-	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/lab/sandbox"
+	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/workflows"
 )

@@ -20,8 +20,8 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/abde64c9/courier/destinations"
-	"github.com/abde64c9/courier/lab/devserver"
 	"github.com/abde64c9/courier/lab"
+	"github.com/abde64c9/courier/lab/devserver"
 	"github.com/abde64c9/courier/lab/sandbox"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/worker"
@@ -85,7 +85,7 @@ func TestMetricsAfterDeliveries(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	srv, err := devserver.Start(ctx, devserver.Options{})
+	srv, err := devserver.Start(ctx, devserver.Options{KeywordAttributes: workflows.SearchAttributeNames})
 	require.NoError(t, err)
 	defer func() { _ = srv.Stop() }()
 

@@ -19,7 +19,7 @@ import (
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/gate"
 	"github.com/abde64c9/courier/internal/redact"
-	"github.com/abde64c9/courier/starter"
+	"github.com/abde64c9/courier/worker/callers"
 	"github.com/abde64c9/courier/workflows"
 )
 
@@ -119,7 +119,7 @@ func Deliveries(cfg destinations.Config) *workflows.Deliveries {
 func New(c client.Client, cfg destinations.Config, acts *activities.Activities, opts sdkworker.Options) []sdkworker.Worker {
 	main := sdkworker.New(c, workflows.TaskQueue, opts)
 	Register(main, cfg, acts)
-	main.RegisterActivityWithOptions(starter.New(c).JoinDelivery,
+	main.RegisterActivityWithOptions(callers.NewJoin(c).JoinDelivery,
 		activity.RegisterOptions{Name: workflows.ActivityJoinDelivery})
 	workers := []sdkworker.Worker{main}
 	for _, name := range cfg.Names() {
@@ -140,19 +140,19 @@ func New(c client.Client, cfg destinations.Config, acts *activities.Activities, 
 }
 
 // NexusWorkers serve Courier's Nexus service on each tenant's task queue
-// (starter.NexusTaskQueue), where that tenant's endpoint sends its
+// (workflows.NexusTaskQueue), where that tenant's endpoint sends its
 // requests. They run Nexus tasks only: the deliveries they start run on
 // the courier task queue.
 func NexusWorkers(c client.Client, tenants []string, opts sdkworker.Options) ([]sdkworker.Worker, error) {
 	var workers []sdkworker.Worker
 	for _, t := range tenants {
-		if err := starter.CheckNexusTenant(t); err != nil {
+		if err := workflows.CheckNexusTenant(t); err != nil {
 			return nil, err
 		}
 		o := opts
 		o.DisableWorkflowWorker, o.LocalActivityWorkerOnly = true, true
-		w := sdkworker.New(c, starter.NexusTaskQueue(t), o)
-		w.RegisterNexusService(starter.NexusService(c))
+		w := sdkworker.New(c, workflows.NexusTaskQueue(t), o)
+		w.RegisterNexusService(callers.NexusService(c))
 		workers = append(workers, w)
 	}
 	return workers, nil

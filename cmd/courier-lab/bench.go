@@ -12,8 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/abde64c9/courier/lab/bench"
 	"github.com/abde64c9/courier/internal/cli"
+	"github.com/abde64c9/courier/lab/bench"
 )
 
 func benchCommand() *cobra.Command {

@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/abde64c9/courier/lab/config"
 	"github.com/abde64c9/courier/internal/cli"
+	"github.com/abde64c9/courier/lab/config"
 	"github.com/abde64c9/courier/lab/sandbox"
 )
 

@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/abde64c9/courier/lab/devserver"
 	"github.com/abde64c9/courier/internal/cli"
+	"github.com/abde64c9/courier/lab/devserver"
 	"github.com/abde64c9/courier/lab/soak"
 )
 

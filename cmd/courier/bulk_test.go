@@ -25,8 +25,8 @@ import (
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/internal/cli"
 	"github.com/abde64c9/courier/lab"
-	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/lab/sandbox"
+	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/workflows"
 )

@@ -17,9 +17,9 @@ import (
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/internal/cli"
 	"github.com/abde64c9/courier/lab"
+	"github.com/abde64c9/courier/lab/sandbox"
 	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/reviewproof"
-	"github.com/abde64c9/courier/lab/sandbox"
 	"github.com/abde64c9/courier/workflows"
 )
 

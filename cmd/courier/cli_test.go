@@ -25,15 +25,15 @@ import (
 
 	"github.com/abde64c9/courier/activities/probe"
 	"github.com/abde64c9/courier/destinations"
-	"github.com/abde64c9/courier/lab/devserver"
 	"github.com/abde64c9/courier/gate"
 	"github.com/abde64c9/courier/gate/gateclient"
 	"github.com/abde64c9/courier/internal/cli"
 	"github.com/abde64c9/courier/lab"
-	"github.com/abde64c9/courier/opkey"
+	"github.com/abde64c9/courier/lab/devserver"
 	"github.com/abde64c9/courier/lab/sandbox"
-	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/lab/testsuite"
+	"github.com/abde64c9/courier/opkey"
+	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/worker"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -150,7 +150,10 @@ func setup(t *testing.T) *cliRun {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	srv, err := devserver.Start(ctx, devserver.Options{ClientOptions: client.Options{Logger: sdklog.NewStructuredLogger(logger)}})
+	srv, err := devserver.Start(ctx, devserver.Options{
+		ClientOptions:     client.Options{Logger: sdklog.NewStructuredLogger(logger)},
+		KeywordAttributes: workflows.SearchAttributeNames,
+	})
 	require.NoError(t, err, "the CLI tests need the Temporal CLI: %s", devserver.BuildHint)
 	t.Cleanup(func() { _ = srv.Stop() })
 

@@ -14,11 +14,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/abde64c9/courier/destinations"
-	"github.com/abde64c9/courier/lab/devserver"
 	"github.com/abde64c9/courier/gate"
 	"github.com/abde64c9/courier/gate/gateclient"
 	"github.com/abde64c9/courier/internal/cli"
 	"github.com/abde64c9/courier/lab"
+	"github.com/abde64c9/courier/lab/devserver"
 	"github.com/abde64c9/courier/reviewproof"
 )
 

@@ -13,8 +13,8 @@ import (
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/internal/cli"
 	"github.com/abde64c9/courier/lab"
-	"github.com/abde64c9/courier/reviewproof"
 	"github.com/abde64c9/courier/lab/sandbox"
+	"github.com/abde64c9/courier/reviewproof"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/workflows"
 )

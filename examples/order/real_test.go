@@ -22,8 +22,8 @@ import (
 
 	"github.com/abde64c9/courier/courierwf"
 	"github.com/abde64c9/courier/lab"
-	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/lab/sandbox"
+	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/workflows"
 )
 

@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/abde64c9/courier/worker"
+	"github.com/abde64c9/courier/internal/logging"
 )
 
 // Exit statuses, one table for every command, so scripts can tell outcomes
@@ -232,7 +232,7 @@ func AddLogFlags(c *cobra.Command, withFormat bool) *LogFlags {
 
 // Logger is the logger the flags describe, on stderr.
 func (l *LogFlags) Logger() (*slog.Logger, error) {
-	logger, err := worker.NewLogger(os.Stderr, l.level, l.format)
+	logger, err := logging.New(os.Stderr, l.level, l.format)
 	if err != nil {
 		return nil, &ExitError{Code: CodeUsage, Err: err}
 	}

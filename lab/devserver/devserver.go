@@ -18,8 +18,6 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
-
-	"github.com/abde64c9/courier/workflows"
 )
 
 // CLIVersion is the pinned Temporal CLI (server 1.29.1, UI 2.42.1).
@@ -141,6 +139,10 @@ type Options struct {
 	Log io.Writer
 	// ClientOptions for the returned client (logger, data converter).
 	ClientOptions client.Options
+	// KeywordAttributes are the search attributes (type Keyword) the server
+	// registers before its services start: Courier's, which the caller
+	// names, so that this package stays below the workflows.
+	KeywordAttributes []string
 }
 
 // Start starts a dev server with the Courier search attributes registered.
@@ -174,7 +176,7 @@ func Start(ctx context.Context, o Options) (*testsuite.DevServer, error) {
 		EnableUI:         o.UI,
 		UIPort:           o.UIPort,
 		LogLevel:         "error",
-		SearchAttributes: SearchAttributes(),
+		SearchAttributes: keywordAttributes(o.KeywordAttributes),
 		ExtraArgs:        args,
 		Stdout:           log,
 		Stderr:           log,
@@ -225,11 +227,11 @@ const (
 	MaxConcurrentBatchJobs        = 10
 )
 
-// SearchAttributes are Courier's keyword attributes, for registration (the
+// keywordAttributes are names as keyword attributes, for registration (the
 // values are placeholders: only the names and types are used).
-func SearchAttributes() temporal.SearchAttributes {
+func keywordAttributes(names []string) temporal.SearchAttributes {
 	var updates []temporal.SearchAttributeUpdate
-	for _, name := range workflows.SearchAttributeNames {
+	for _, name := range names {
 		updates = append(updates, temporal.NewSearchAttributeKeyKeyword(name).ValueSet(""))
 	}
 	return temporal.NewSearchAttributes(updates...)

@@ -31,10 +31,10 @@ import (
 
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/destinations"
-	"github.com/abde64c9/courier/lab/devserver"
 	"github.com/abde64c9/courier/lab"
-	"github.com/abde64c9/courier/opkey"
+	"github.com/abde64c9/courier/lab/devserver"
 	"github.com/abde64c9/courier/lab/sandbox"
+	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/worker"
 	"github.com/abde64c9/courier/workflows"

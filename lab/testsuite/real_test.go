@@ -16,8 +16,8 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/abde64c9/courier/contract"
-	"github.com/abde64c9/courier/lab/devserver"
 	"github.com/abde64c9/courier/lab"
+	"github.com/abde64c9/courier/lab/devserver"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/workflows"
 )

@@ -23,9 +23,9 @@ import (
 	sdkpb "go.temporal.io/api/sdk/v1"
 
 	"github.com/abde64c9/courier/destinations"
-	"github.com/abde64c9/courier/lab/devserver"
-	"github.com/abde64c9/courier/lab"
 	"github.com/abde64c9/courier/internal/text"
+	"github.com/abde64c9/courier/lab"
+	"github.com/abde64c9/courier/lab/devserver"
 	"github.com/abde64c9/courier/lab/sandbox"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/workflows"

@@ -19,9 +19,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/workflowservice/v1"
 
-	"github.com/abde64c9/courier/lab/devstack"
 	"github.com/abde64c9/courier/gate"
 	"github.com/abde64c9/courier/lab"
+	"github.com/abde64c9/courier/lab/devstack"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/workflows"
 )

@@ -19,8 +19,8 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/abde64c9/courier/lab/devstack"
 	"github.com/abde64c9/courier/lab"
+	"github.com/abde64c9/courier/lab/devstack"
 	"github.com/abde64c9/courier/lab/sandbox"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/workflows"

@@ -39,11 +39,11 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/abde64c9/courier/lab/devserver"
-	"github.com/abde64c9/courier/lab"
 	"github.com/abde64c9/courier/internal/visibility"
-	"github.com/abde64c9/courier/lab/wftest"
+	"github.com/abde64c9/courier/lab"
+	"github.com/abde64c9/courier/lab/devserver"
 	"github.com/abde64c9/courier/lab/testsuite"
+	"github.com/abde64c9/courier/lab/wftest"
 	"github.com/abde64c9/courier/workflows"
 )
 

@@ -10,9 +10,9 @@ import (
 
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/lab"
+	"github.com/abde64c9/courier/lab/sandbox"
 	"github.com/abde64c9/courier/lab/wftest"
 	"github.com/abde64c9/courier/reviewproof"
-	"github.com/abde64c9/courier/lab/sandbox"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/workflows"
 )

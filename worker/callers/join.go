@@ -1,43 +1,52 @@
-package starter
+package callers
 
 import (
 	"context"
 	"errors"
 	"fmt"
 
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/abde64c9/courier/activities"
+	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/workflows"
 )
+
+// Join runs activity workflows.ActivityJoinDelivery for the workers.
+type Join struct{ s *starter.Client }
+
+// NewJoin is the join activity over client c.
+func NewJoin(c client.Client) *Join { return &Join{s: starter.New(c)} }
 
 // JoinDelivery is activity workflows.ActivityJoinDelivery, which Courier's
 // workers run for a workflow whose delivery call (courierwf.Deliver) found
 // delivery-<key> taken: Temporal starts a child only under a free workflow
-// ID, so the call joins here, as Start does, and waits for the delivery's
-// end, heartbeating. A parked delivery keeps it waiting; each attempt waits
-// until its start-to-close timeout and the next joins again, which sends
-// nothing. Its failures are typed as the workflow's: ErrInvalidRequest,
-// ErrConflict, and ErrNotDelivered with the result as details.
-func (s *Client) JoinDelivery(ctx context.Context, in workflows.DeliveryInput) (workflows.DeliveryResult, error) {
-	h, err := s.Start(ctx, in)
+// ID, so the call joins here, as starter.Client.Start does, and waits for
+// the delivery's end, heartbeating. A parked delivery keeps it waiting; each
+// attempt waits until its start-to-close timeout and the next joins again,
+// which sends nothing. Its failures are typed as the workflow's:
+// ErrInvalidRequest, ErrConflict, and ErrNotDelivered with the result as
+// details.
+func (j *Join) JoinDelivery(ctx context.Context, in workflows.DeliveryInput) (workflows.DeliveryResult, error) {
+	h, err := j.s.Start(ctx, in)
 	if err != nil {
-		return workflows.DeliveryResult{}, TypedFailure(err)
+		return workflows.DeliveryResult{}, typedFailure(err)
 	}
 	stop := activities.Heartbeat(ctx)
 	defer stop()
-	return s.final(ctx, h)
+	return j.final(ctx, h)
 }
 
 // final waits for the end of h's run and returns its result: a delivered
 // one, or a typed NotDelivered failure carrying it.
-func (s *Client) final(ctx context.Context, h Handle) (workflows.DeliveryResult, error) {
-	res, err := s.Result(ctx, h.Key, h.RunID)
+func (j *Join) final(ctx context.Context, h starter.Handle) (workflows.DeliveryResult, error) {
+	res, err := j.s.Result(ctx, h.Key, h.RunID)
 	var term *temporal.TerminatedError
 	var timeout *temporal.TimeoutError
 	if errors.As(err, &term) || errors.As(err, &timeout) {
 		// The server ended it: what it recorded until then, and how.
-		st, serr := s.runStatus(ctx, h.Key, h.RunID)
+		st, serr := j.s.RunStatus(ctx, h.Key, h.RunID)
 		if serr != nil {
 			return res, fmt.Errorf("read delivery %s: %w", h.Key, serr)
 		}
@@ -47,15 +56,15 @@ func (s *Client) final(ctx context.Context, h Handle) (workflows.DeliveryResult,
 		return res, err
 	}
 	if !res.Status.Delivered() {
-		return res, NotDelivered(res)
+		return res, notDelivered(res)
 	}
 	return res, nil
 }
 
-// NotDelivered is the failure of a delivery that ended without an effect,
+// notDelivered is the failure of a delivery that ended without an effect,
 // as its run fails: type workflows.ErrNotDelivered, the result as details
 // (workflows.NotDeliveredResult reads it back).
-func NotDelivered(res workflows.DeliveryResult) error {
+func notDelivered(res workflows.DeliveryResult) error {
 	msg := string(res.Status)
 	if res.Error != "" {
 		msg += ": " + res.Error
@@ -63,13 +72,13 @@ func NotDelivered(res workflows.DeliveryResult) error {
 	return temporal.NewNonRetryableApplicationError(msg, workflows.ErrNotDelivered, nil, res)
 }
 
-// TypedFailure turns Start's refusals into the failures every SDK can tell
-// apart by type (workflows.ErrInvalidRequest; workflows.ErrConflict with the
-// delivery's fingerprint, then the request's), neither retried; any other
-// error is returned as it is.
-func TypedFailure(err error) error {
-	var invalid *InvalidRequestError
-	var conflict *ConflictError
+// typedFailure turns the starter's refusals into the failures every SDK
+// can tell apart by type (workflows.ErrInvalidRequest; workflows.ErrConflict
+// with the delivery's fingerprint, then the request's), neither retried;
+// any other error is returned as it is.
+func typedFailure(err error) error {
+	var invalid *starter.InvalidRequestError
+	var conflict *starter.ConflictError
 	switch {
 	case errors.As(err, &invalid):
 		return temporal.NewNonRetryableApplicationError(invalid.Error()+"; nothing was sent", workflows.ErrInvalidRequest, nil)
