@@ -24,8 +24,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/abde64c9/courier/destinations"
-	"github.com/abde64c9/courier/lab/devserver"
 	"github.com/abde64c9/courier/lab"
+	"github.com/abde64c9/courier/lab/devserver"
 	"github.com/abde64c9/courier/workflows"
 )
 
@@ -34,6 +34,19 @@ import (
 // and flag they use must refer to something real in this repository.
 
 const repoRoot = ".."
+
+// composeDir is the compose file's folder (this one), named from the
+// repository root so that its paths compare with the repository's.
+// Compose resolves bind-mount sources from it; images build from the root.
+var composeDir = filepath.Join(repoRoot, "deploy")
+
+// The build every image comes from, as the compose file names it: the
+// repository root as the context (the Dockerfile copies the whole module),
+// with this folder's Dockerfile.
+const (
+	buildContext    = ".."
+	buildDockerfile = "deploy/Dockerfile"
+)
 
 type composeFile struct {
 	Name     string             `yaml:"name"`
@@ -95,7 +108,7 @@ func (s *stringList) UnmarshalYAML(n *yaml.Node) error {
 // know is an error, so nothing in the file goes unchecked.
 func loadCompose(t *testing.T) composeFile {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(repoRoot, "docker-compose.yml"))
+	b, err := os.ReadFile(filepath.Join(composeDir, "docker-compose.yml"))
 	require.NoError(t, err)
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
@@ -110,7 +123,7 @@ func TestComposeFileRefersToRealThings(t *testing.T) {
 }
 
 func TestDockerfileBuildsCourier(t *testing.T) {
-	require.Empty(t, checkDockerfile(filepath.Join(repoRoot, "Dockerfile")))
+	require.Empty(t, checkDockerfile(filepath.Join(composeDir, "Dockerfile")))
 }
 
 // inService is a mistake made to the service name of the file.
@@ -157,6 +170,24 @@ func TestComposeCheckCatchesMistakes(t *testing.T) {
 		{"flag that does not exist", inService("worker", func(s *service) {
 			s.Command = append(slices.Clone(s.Command), "--concurrency", "4")
 		}), "--concurrency"},
+		{"built from the compose folder", inService("worker", func(s *service) {
+			b := *s.Build
+			b.Context = "."
+			s.Build = &b
+		}), `worker: build must be the repository root with deploy's Dockerfile (context .., dockerfile deploy/Dockerfile), not context "."`},
+		{"Dockerfile at the root", inService("sandbox", func(s *service) {
+			b := *s.Build
+			b.Dockerfile = "Dockerfile"
+			s.Build = &b
+		}), `sandbox: build must be the repository root with deploy's Dockerfile`},
+		{"mount source named from the repository root", inService("temporal", func(s *service) {
+			s.Volumes = slices.Clone(s.Volumes)
+			s.Volumes[1] = "./deploy/dynamicconfig:/etc/temporal/config/dynamicconfig:ro"
+		}), "temporal mounts ./deploy/dynamicconfig, which is not in deploy/"},
+		{"destinations file from the repository root", inService("worker", func(s *service) {
+			s.Volumes = slices.Clone(s.Volumes)
+			s.Volumes[0] = "./deploy/config:/config:ro"
+		}), "mounted from ../deploy/deploy/config/destinations.compose.json, which does not exist"},
 		{"destinations file not mounted", inService("worker", func(s *service) { s.Volumes = nil }), "/config/destinations.compose.json is not in a bind mount"},
 		{"secret missing from the environment", func(c *composeFile) {
 			delete(c.Services["worker"].Environment, "HELPDESK_TOKEN")
@@ -192,7 +223,7 @@ func TestComposeCheckCatchesMistakes(t *testing.T) {
 }
 
 func TestDockerfileCheckCatchesMistakes(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join(repoRoot, "Dockerfile"))
+	b, err := os.ReadFile(filepath.Join(composeDir, "Dockerfile"))
 	require.NoError(t, err)
 	for name, tc := range map[string]struct{ old, new, want string }{
 		"another package":    {"./cmd/courier", "./cmd/other", "./cmd/courier"},
@@ -261,8 +292,8 @@ func checkCompose(c composeFile, flags programFlags) []string {
 		for _, v := range s.Volumes {
 			src, _, _ := strings.Cut(v, ":")
 			if strings.HasPrefix(src, ".") {
-				if _, err := os.Stat(filepath.Join(repoRoot, src)); err != nil {
-					bad("%s mounts %s, which is not in the repository", name, src)
+				if _, err := os.Stat(filepath.Join(composeDir, src)); err != nil {
+					bad("%s mounts %s, which is not in deploy/ (compose resolves it from the compose file's folder)", name, src)
 				}
 			} else if _, ok := c.Volumes[src]; !ok {
 				bad("%s mounts volume %q, which is not declared under volumes", name, src)
@@ -397,8 +428,9 @@ var imagePrograms = map[string]string{"product": "courier", "lab": "courier-lab"
 func checkCourierService(c composeFile, name string, s service, flags programFlags) []string {
 	var problems []string
 	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
-	if s.Build.Context != "." || s.Build.Dockerfile != "Dockerfile" {
-		bad("%s: build must be the repository's Dockerfile (context ., dockerfile Dockerfile)", name)
+	if s.Build.Context != buildContext || s.Build.Dockerfile != buildDockerfile {
+		bad("%s: build must be the repository root with deploy's Dockerfile (context %s, dockerfile %s), not context %q, dockerfile %q",
+			name, buildContext, buildDockerfile, s.Build.Context, s.Build.Dockerfile)
 	}
 	program, ok := imagePrograms[s.Build.Target]
 	if !ok {
@@ -507,7 +539,8 @@ func checkWorker(c composeFile, name string, s service) []string {
 }
 
 // hostPath maps a path inside a service's container to the repository file
-// a bind mount puts there.
+// a bind mount puts there (its source is relative to the compose file's
+// folder).
 func hostPath(s service, inContainer string) (string, error) {
 	for _, v := range s.Volumes {
 		parts := strings.Split(v, ":")
@@ -515,14 +548,14 @@ func hostPath(s service, inContainer string) (string, error) {
 			continue
 		}
 		if rel, ok := strings.CutPrefix(inContainer, parts[1]+"/"); ok {
-			p := filepath.Join(repoRoot, parts[0], rel)
+			p := filepath.Join(composeDir, parts[0], rel)
 			if _, err := os.Stat(p); err != nil {
 				return "", fmt.Errorf("mounted from %s, which does not exist", p)
 			}
 			return p, nil
 		}
 		if inContainer == parts[1] {
-			return filepath.Join(repoRoot, parts[0]), nil
+			return filepath.Join(composeDir, parts[0]), nil
 		}
 	}
 	return "", fmt.Errorf("%s is not in a bind mount of the repository", inContainer)
@@ -950,7 +983,7 @@ func TestServerConfigCheckCatchesMistakes(t *testing.T) {
 		}), want: "entrypoint"},
 		{name: "compose mounts another folder", break_: inService("temporal", func(s *service) {
 			s.Volumes = slices.Clone(s.Volumes)
-			s.Volumes[0] = "./deploy/postgres:/etc/temporal/config/courier:ro"
+			s.Volumes[0] = "./postgres:/etc/temporal/config/courier:ro"
 		}), want: "deploy/temporal"},
 		{name: "config folder not joined to the root", break_: inService("temporal", func(s *service) {
 			s.Entrypoint = slices.Clone(s.Entrypoint)
