@@ -2,7 +2,8 @@
 // queries, memos) with AES-256-GCM before they leave the process, so the
 // Temporal server and its database only ever hold ciphertext. The key id
 // travels in each payload's metadata, so keys can rotate: new payloads use
-// the active key, old ones still decode with theirs.
+// the active key, old ones still decode with theirs. Imported through
+// connect by every process that talks to Temporal, and by the codec server.
 package codec
 
 import (

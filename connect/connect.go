@@ -1,6 +1,7 @@
 // Package connect is how Courier's processes and services reach Temporal:
 // Temporal's standard client environment, Courier's payload codec, and an
-// error that says where it looked when no server answers.
+// error that says where it looked when no server answers. Any service may
+// import it, as the worker and the commands do.
 package connect
 
 import (

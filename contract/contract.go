@@ -1,6 +1,7 @@
 // Package contract holds what a destination promises about duplicates and
 // retries, and the one table that turns an attempt's result into the
-// workflow's next step.
+// workflow's next step. Pure and deterministic: the workflows, activities
+// and the destinations file all import it.
 package contract
 
 import (

@@ -2,7 +2,7 @@
 // through Courier: Deliver, for workflows in Courier's own namespace (a
 // child workflow), and the Nexus service's names and input for workflows
 // in other namespaces (NexusDeliver). Deterministic only: it imports no
-// client.
+// client. Any workflow may import it.
 package courierwf
 
 import (

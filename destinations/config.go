@@ -1,6 +1,8 @@
 // Package destinations is the destinations file: its schema, its dialect
 // and its validation. The contract each destination declares, and what an
-// attempt's result means under it, is package contract's.
+// attempt's result means under it, is package contract's. The worker, the
+// commands and the adapters import it; the workflows get only what they
+// route by.
 package destinations
 
 import (

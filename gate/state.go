@@ -9,7 +9,8 @@
 // from the workers' destinations file (ResolveTerms), never from a sender.
 //
 // This package is the workflow, its types and names, all deterministic;
-// package gateclient is its readers, starters and the workers' cache.
+// package gateclient is its readers, starters and the workers' cache. The
+// worker registers it; the starter and the commands import its types.
 package gate
 
 import (

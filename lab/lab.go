@@ -4,7 +4,8 @@
 // (ready when their /healthz answers, killed and restarted by PID), an
 // effect counter that reads the destinations' own stores, and a careful
 // scripted reviewer. `courier-lab dev`, `courier-lab bench`, `courier-lab soak`, the
-// real-server fault cases and the tests that need a stack all start here.
+// real-server fault cases and the tests that need a stack all start here;
+// no product package imports it.
 package lab
 
 import (

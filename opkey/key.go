@@ -3,7 +3,8 @@
 // specification, and testdata/key_vectors.json the vectors every
 // implementation, in any language, must reproduce. Everything here is
 // frozen: a changed byte changes keys or fingerprints and defeats every
-// destination's dedup.
+// destination's dedup. Any package, in or out of workflow code, may import
+// it.
 package opkey
 
 import (

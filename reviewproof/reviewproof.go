@@ -1,6 +1,7 @@
 // Package reviewproof signs and verifies the proof a review decision
 // carries: a compact JWS (EdDSA) by the reviewer's Ed25519 key over what
-// was decided, for which delivery, destination and park, until when.
+// was decided, for which delivery, destination and park, until when. Pure:
+// the workflows verify with it, the starter and the commands sign with it.
 //
 // It is pure computation (no I/O, no clock of its own), so the Delivery
 // workflow verifies a decision from the keys recorded with its terms, and

@@ -1,5 +1,7 @@
 // Package starter is what services import to start deliveries, and what
-// operators use to review them: start or join, review, status, list.
+// operators use to review them: start or join, review, status, list. Any Go
+// service may import it; the worker's side of calls from other workflows
+// (worker/callers) uses it as one.
 package starter
 
 import (

@@ -1,5 +1,6 @@
 // Package worker wires Courier together: destination adapters and the
-// Temporal workers that run deliveries.
+// Temporal workers that run deliveries. Only the courier program (and the
+// lab, which runs what it runs) imports it.
 package worker
 
 import (

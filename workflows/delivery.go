@@ -1,5 +1,8 @@
 // Package workflows holds Courier's deterministic orchestration: the Delivery
-// workflow, the key and fingerprint it is built on, and the shared names.
+// workflow, what the web UI shows of it, and the names (task queue, signals,
+// queries, updates, search attributes) every other package uses; the key
+// and fingerprint it is built on are package opkey's. The worker registers
+// it; the starter, the gates and callers' code import its types and names.
 package workflows
 
 import (

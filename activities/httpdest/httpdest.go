@@ -1,7 +1,8 @@
 // Package httpdest delivers to HTTP destinations: one JSON request per
 // attempt, shaped by the destination's dialect (method, URL template, where
 // the key goes, signing), classified by what the transport saw (was the
-// request written? what came back?) into a contract.Class.
+// request written? what came back?) into a contract.Class. Only the worker
+// opens it.
 package httpdest
 
 import (

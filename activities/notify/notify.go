@@ -1,6 +1,6 @@
 // Package notify tells people that a delivery waits for their review: a
 // JSON POST to a webhook (a chat channel's, an incident tool's) when the
-// delivery parks and at each reminder.
+// delivery parks and at each reminder. Only the worker opens it.
 package notify
 
 import (

@@ -2,7 +2,8 @@
 // through the same adapter a worker uses, before real deliveries depend on
 // it. A `key` destination that ignores keys (the seed's "ignored" case)
 // looks healthy until the first lost response, when Courier's "safe" retry
-// makes a second effect; the probe makes that visible up front.
+// makes a second effect; the probe makes that visible up front. The courier
+// probe command runs it.
 //
 // What is checked, by dedup kind:
 //

@@ -2,6 +2,7 @@
 // whose primary key is the delivery's key, inserted and committed in one
 // transaction. The database's UNIQUE constraint, not Courier's memory, is what
 // turns a retry after a lost answer into a replay instead of a second effect.
+// The worker opens it; the lab reads its tables to count effects.
 //
 // Each attempt ends in exactly one class:
 //

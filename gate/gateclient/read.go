@@ -1,7 +1,8 @@
 // Package gateclient is the client side of the destinations' gates
 // (package gate): how they are read and started, the workers' cache of
 // them, and an operator's pause, resume and status. Kept apart from the
-// gate workflow so that its deterministic code links none of this.
+// gate workflow so that its deterministic code links none of this. The
+// worker, the starter and the commands import it.
 package gateclient
 
 import (

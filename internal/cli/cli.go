@@ -1,6 +1,7 @@
 // Package cli is the command framework Courier's two programs share (the
 // product's courier and the lab's courier-lab): one exit-status table, one
-// help format, one way to name required flags, so both read alike.
+// help format, one way to name required flags, so both read alike. Only the
+// two programs under cmd/ import it.
 package cli
 
 import (

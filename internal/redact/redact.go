@@ -3,7 +3,8 @@
 // (a debugging proxy, an error body quoting the headers, a test double),
 // and whatever Courier keeps of its answer lands in history, results,
 // details, logs and notices: so answers are redacted where they enter,
-// before anything is cut, read or recorded.
+// before anything is cut, read or recorded. Imported by the worker and the
+// adapters that read partners' answers.
 package redact
 
 import (

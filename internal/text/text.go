@@ -1,6 +1,7 @@
 // Package text cuts strings for messages and records. It is pure (no I/O,
 // no clock, no randomness), so the deterministic workflow code may use it
-// as well as the worker and the activities.
+// as well as the worker and the activities. Pure: the workflows import it as
+// well as the commands.
 package text
 
 import (

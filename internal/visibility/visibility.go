@@ -1,7 +1,8 @@
 // Package visibility reads and acts on the workflows a visibility query
 // selects: the listing every Courier client pages through, and the batch
 // job that signals them all at once. It holds no Courier policy; the
-// queries, signals and wording are its callers'.
+// queries, signals and wording are its callers'. Imported by the starter,
+// the gates' client and the worker.
 package visibility
 
 import (

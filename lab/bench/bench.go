@@ -1,6 +1,6 @@
 // Package bench measures Courier side by side with Temporal's own ceiling on
-// the same server, in one run, interleaved so that drift on a shared machine
-// hits every side alike:
+// the same server (courier-lab bench runs it; lab only), in one run,
+// interleaved so that drift on a shared machine hits every side alike:
 //
 //   - bare: a workflow with one no-op activity, the least Temporal does for
 //     one durable side effect;

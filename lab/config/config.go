@@ -1,6 +1,7 @@
-// Package config holds Courier's sample destinations files: the one
-// `courier-lab dev` runs against the sandbox (embedded, so the binary works from
-// any directory) and the one docker-compose mounts into the worker.
+// Package config holds the destinations file `courier-lab dev` runs against
+// the sandbox, embedded so the binary works from any directory; lab only
+// (the dev stack and courier-lab import it). The file docker-compose mounts
+// into the worker is deploy/config's.
 package config
 
 import _ "embed"

@@ -1,6 +1,7 @@
 // Package devserver finds, builds and starts the pinned Temporal dev server
-// (the Temporal CLI's start-dev) with Courier's search attributes, for tests,
-// `courier-lab dev`, the benchmark and the soak.
+// (the Temporal CLI's start-dev) with the search attributes its caller names,
+// for tests, `courier-lab dev`, the benchmark and the soak; lab and tests
+// only.
 package devserver
 
 import (

@@ -1,6 +1,6 @@
 // Package faults injects transport faults around a destination adapter, for
 // the lab and the tests: a decorator, so that production adapters carry no
-// test hooks.
+// test hooks. Tests only; no product package imports it.
 package faults
 
 import (

@@ -3,7 +3,8 @@
 // kind of real provider (honours idempotency keys, ignores them, has none, or
 // can be searched by key), tickets persist in a SQLite file across restarts,
 // and faults such as "commit, then drop the connection" can be queued per
-// destination to reproduce the seed labs' cases.
+// destination to reproduce the seed labs' cases. Lab only: the dev stack,
+// the tests, the bench and the soak import it.
 package sandbox
 
 import (

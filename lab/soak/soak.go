@@ -4,7 +4,8 @@
 // SQLite file. On an external server (TEMPORAL_ADDRESS), a command of the
 // caller's restarts the server instead, or nothing does. At the end it counts
 // the effects each destination stored in its own database and checks them
-// against what Temporal says happened. Everything is bounded in time.
+// against what Temporal says happened. Everything is bounded in time. Lab
+// only: courier-lab soak runs it.
 package soak
 
 import (

@@ -1,6 +1,7 @@
 // Package testsuite reproduces every case of the seed lab reports, in the
 // Temporal test environment and against a real dev server, and reports them
-// in the seeds' own shape (see faultlab).
+// in the seeds' own shape (see faultlab). Lab only: its tests, the recorder
+// and courier-lab faultlab import it.
 package testsuite
 
 import (

@@ -1,6 +1,6 @@
 // Package webui holds the browser test of Courier's review desk in the
-// Temporal web UI. A headless Chromium drives the web UI server `courier
-// dev` serves (Courier's UI settings, over the dev stack's Temporal dev
+// Temporal web UI; lab only, nothing imports it. A headless Chromium drives
+// the web UI server `courier-lab dev` serves (Courier's UI settings, over the dev stack's Temporal dev
 // server, `courier worker` process and sandbox destinations) and decides a
 // parked delivery the way an operator would: the list filtered by
 // CourierState, with Courier's search attributes added as columns through

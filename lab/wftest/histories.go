@@ -1,7 +1,7 @@
 // Package wftest is what the workflows' own tests share with the end-to-end
 // testsuite and the history recorder: the recorded histories' index, and
 // running a delivery in the SDK's test workflow environment. Test support
-// only; no service or worker links it.
+// only: tests and the recorder import it, no service or worker links it.
 package wftest
 
 // HistoriesDir holds the recorded history sets, one folder per set, from

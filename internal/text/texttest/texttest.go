@@ -1,5 +1,5 @@
 // Package texttest checks Markdown meant for the Temporal web UI's details
-// panels.
+// panels. Tests only.
 package texttest
 
 import (
