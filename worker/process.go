@@ -204,7 +204,7 @@ func StartProcess(ctx context.Context, o ProcessOptions) (_ *Process, err error)
 // DefaultPollers is how many pollers a worker runs per task queue when its
 // options set none. With the SDK's two, a burst of tasks finds no poller
 // waiting and the server writes each to the queue's backlog to read it back
-// later (the README's performance section has the measurement).
+// later (docs/performance.md has the measurement).
 const DefaultPollers = 8
 
 // DefaultCacheSize bounds the workflows kept in memory. A parked delivery

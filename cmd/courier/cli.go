@@ -89,7 +89,7 @@ func loadDestinations(path, from string) (destinations.Config, error) {
 	cfg, err := destinations.Load(path)
 	if err != nil {
 		return cfg, fmt.Errorf("%w\nfix the file %s names, or point %s at the workers' destinations file; "+
-			"its format is under \"The destinations file\" in the README", err, from, from)
+			"its format is in docs/destinations.md", err, from, from)
 	}
 	return cfg, nil
 }

@@ -120,7 +120,7 @@ func TestDestinationStatusRefusesABadFile(t *testing.T) {
 		{"missing file from the environment", missing, nil,
 			[]string{"gone.json", "no such file", "fix the file COURIER_DESTINATIONS names, or point COURIER_DESTINATIONS at the workers' destinations file"}},
 		{"bad file from the flag", good, []string{"--destinations", badDedup},
-			[]string{`destination "helpdesk" (line 3)`, `contract.dedup: unknown kind "maybe"`, "fix the file --destinations names", `"The destinations file" in the README`}},
+			[]string{`destination "helpdesk" (line 3)`, `contract.dedup: unknown kind "maybe"`, "fix the file --destinations names", "its format is in docs/destinations.md"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv(envDestinations, tc.env)

@@ -60,15 +60,15 @@ func TestDetailsFitInTheBrowser(t *testing.T) {
 		"held (paused, or breaker open)": workflows.WorkflowID(h.Key),
 		"destinations (their gates)":     gate.WorkflowID(paused),
 	} {
-		require.Contains(t, views, name, "the README's saved views")
+		require.Contains(t, views, name, "docs/reviewing.md's saved views")
 		require.Eventually(t, func() bool {
 			ids, err := listIDs(ctx, s, views[name])
 			return err == nil && slices.Contains(ids, want)
-		}, time.Minute, 500*time.Millisecond, "the README's view %q lists %s", name, want)
+		}, time.Minute, 500*time.Millisecond, "docs/reviewing.md's view %q lists %s", name, want)
 	}
 	for name, q := range views {
 		_, err := listIDs(ctx, s, q)
-		require.NoError(t, err, "the README's view %q is a query the server takes: %s", name, q)
+		require.NoError(t, err, "docs/reviewing.md's view %q is a query the server takes: %s", name, q)
 	}
 
 	b := openBrowser(t, ctx, chromium)
@@ -124,13 +124,13 @@ func TestDetailsFitInTheBrowser(t *testing.T) {
 	}
 }
 
-// readmeViews are the saved views the README's table gives, by name.
+// readmeViews are the saved views docs/reviewing.md's table gives, by name.
 func readmeViews(t *testing.T) map[string]string {
 	t.Helper()
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join("..", "..", "docs", "reviewing.md"))
 	require.NoError(t, err)
 	_, table, ok := strings.Cut(string(readme), "| view | query |\n")
-	require.True(t, ok, "the README has a table of saved views")
+	require.True(t, ok, "docs/reviewing.md has a table of saved views")
 	views := map[string]string{}
 	for line := range strings.Lines(table) {
 		cells := strings.Split(strings.TrimSpace(line), "|")
