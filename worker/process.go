@@ -20,6 +20,7 @@ import (
 	"github.com/abde64c9/courier/connect"
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/gate/gateclient"
+	"github.com/abde64c9/courier/worker/callers"
 	"github.com/abde64c9/courier/workflows"
 )
 
@@ -93,7 +94,7 @@ func StartProcess(ctx context.Context, o ProcessOptions) (_ *Process, err error)
 		return nil, errors.New("no destinations configured")
 	}
 	for _, t := range o.NexusTenants {
-		if err := workflows.CheckNexusTenant(t); err != nil {
+		if err := callers.CheckTenant(t); err != nil {
 			return nil, err
 		}
 	}

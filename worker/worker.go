@@ -147,7 +147,7 @@ func New(c client.Client, cfg destinations.Config, acts *activities.Activities, 
 func NexusWorkers(c client.Client, tenants []string, opts sdkworker.Options) ([]sdkworker.Worker, error) {
 	var workers []sdkworker.Worker
 	for _, t := range tenants {
-		if err := workflows.CheckNexusTenant(t); err != nil {
+		if err := callers.CheckTenant(t); err != nil {
 			return nil, err
 		}
 		o := opts

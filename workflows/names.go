@@ -2,7 +2,6 @@ package workflows
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 
 	"go.temporal.io/sdk/temporal"
@@ -153,18 +152,6 @@ func ParkedQuery(dest string) string { return WaitingQuery(dest, StateAwaitingRe
 // RetryingQuery is the visibility query for the deliveries at a
 // destination waiting for their next attempt.
 func RetryingQuery(dest string) string { return WaitingQuery(dest, StateRetryWait) }
-
-// nexusTenant is what a tenant served through Nexus may be named: it is
-// part of a task queue and of an endpoint's name.
-var nexusTenant = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$`)
-
-// CheckNexusTenant says how to fix a tenant name Nexus cannot serve.
-func CheckNexusTenant(tenant string) error {
-	if !nexusTenant.MatchString(tenant) {
-		return fmt.Errorf("nexus tenant %q: use 1-64 lowercase letters, digits and inner dashes (it names a task queue and an endpoint)", tenant)
-	}
-	return nil
-}
 
 // NexusTaskQueue is the task queue the tenant's endpoint targets; the
 // workers serving the tenant poll it.

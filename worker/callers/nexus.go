@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/nexus-rpc/sdk-go/nexus"
@@ -21,6 +22,18 @@ import (
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/workflows"
 )
+
+// tenantName is what a tenant served through Nexus may be named: it is
+// part of a task queue and of an endpoint's name.
+var tenantName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$`)
+
+// CheckTenant says how to fix a tenant name Nexus cannot serve.
+func CheckTenant(tenant string) error {
+	if !tenantName.MatchString(tenant) {
+		return fmt.Errorf("nexus tenant %q: use 1-64 lowercase letters, digits and inner dashes (it names a task queue and an endpoint)", tenant)
+	}
+	return nil
+}
 
 // NexusService is the Nexus service courier, whose deliver operation the
 // workers serve on each tenant's task queue (workflows.NexusTaskQueue). The
@@ -69,7 +82,7 @@ func (h *nexusHandler) status(ctx context.Context, in courierwf.NexusStatusInput
 func endpointTenant(ctx context.Context) (string, error) {
 	tq := temporalnexus.GetOperationInfo(ctx).TaskQueue
 	tenant, ok := strings.CutPrefix(tq, workflows.NexusTaskQueuePrefix)
-	if !ok || workflows.CheckNexusTenant(tenant) != nil {
+	if !ok || CheckTenant(tenant) != nil {
 		// An endpoint aimed at a queue of no tenant: the setup is wrong.
 		return "", nexus.NewHandlerErrorf(nexus.HandlerErrorTypeInternal,
 			"the endpoint targets task queue %q, not one of a tenant (%s<tenant>)", tq, workflows.NexusTaskQueuePrefix)
