@@ -17,9 +17,10 @@ NODES ?= 1
 
 .PHONY: dev test test-long temporal ui-server temporal-server temporal-sql-tool faultlab vet lint soak histories topology-up topology-down topology-test
 
-## dev: run Courier locally (dev server with SQLite, web UI, worker, sandbox destinations)
+## dev: run Courier locally (dev server with SQLite, web UI, worker, sandbox destinations); Ctrl-C stops it
+# DEV_FLAGS are more flags for courier-lab dev, e.g. DEV_FLAGS='--port 7234 --ui-port 8234'.
 dev: $(TEMPORAL) $(UI_SERVER)
-	go run ./cmd/courier-lab dev
+	go run ./cmd/courier-lab dev $(DEV_FLAGS)
 
 # The long runs: the five-minute outage, deciding 200 parked deliveries in
 # one batch, the bench's smoke run and the soaks. CI runs them beside make test.

@@ -5,8 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/abde64c9/courier/lab/devstack"
 	"github.com/abde64c9/courier/internal/cli"
+	"github.com/abde64c9/courier/lab/devstack"
 )
 
 func devCommand() *cobra.Command {
@@ -19,7 +19,8 @@ web UI, Courier's search attributes), the sandbox destinations and a worker
 over the sample destinations file (one destination of each dedup kind). It
 builds the pinned Temporal CLI into bin/ on first use, prints the web UI
 address and commands to try, and keeps its state in DIR, so the next
-'courier-lab dev' finds the deliveries from before. Ctrl-C stops everything.`,
+'courier-lab dev' finds the deliveries from before. Ctrl-C stops everything
+(exit status 0).`,
 		Args:        cli.NoArgs,
 		Annotations: cli.Exits(cli.BasicExits...),
 	}
@@ -35,6 +36,10 @@ address and commands to try, and keeps its state in DIR, so the next
 			return err
 		}
 		o.Progress, o.WorkerLog = os.Stderr, os.Stderr
+		// Ctrl-C is how it stops: it ends with status 0, and so do the
+		// make and go run in front of it, which then never see the SIGINT.
+		release := devstack.HoldTerminal()
+		defer release()
 		return devstack.Run(c.Context(), o, os.Stdout)
 	}
 	return c

@@ -6,10 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/abde64c9/courier/lab/config"
 	"github.com/abde64c9/courier/lab"
+	"github.com/abde64c9/courier/lab/config"
 	"github.com/abde64c9/courier/opkey"
-	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/workflows"
 )
 
@@ -59,7 +58,7 @@ func (s *Stack) Banner() string {
 	}
 	p("  Nexus endpoint   %s: service %s, operation %s, tenant %s (task queue %s); callers' namespace %s",
 		s.endpoint, workflows.NexusService, workflows.NexusOperationDeliver, lab.NexusTenant,
-		starter.NexusTaskQueue(lab.NexusTenant), lab.CallerNamespace)
+		workflows.NexusTaskQueue(lab.NexusTenant), lab.CallerNamespace)
 	p("")
 	p("  Destinations (lab/config/destinations.dev.json):")
 	for _, name := range cfg.Names() {
@@ -81,9 +80,9 @@ func (s *Stack) Banner() string {
 	p("Try it in another terminal:")
 	p("")
 	p("  export TEMPORAL_ADDRESS=%s", s.hostPort())
-	p("  export COURIER_DESTINATIONS=%s   # the dev worker's destinations file", s.destinationsPath())
-	p("  export COURIER_REVIEWER_KEY=%s   # your reviewer key: legacy takes signed decisions, pauses and resumes", s.ReviewerKeyPath())
-	p("  export PATH=%s:$PATH   # the courier the dev worker runs", s.courierDir())
+	p("  export COURIER_DESTINATIONS=%s   # the dev worker's destinations file", shellWord(s.destinationsPath()))
+	p("  export COURIER_REVIEWER_KEY=%s   # your reviewer key: legacy takes signed decisions, pauses and resumes", shellWord(s.ReviewerKeyPath()))
+	p("  export PATH=%s:$PATH   # the courier the dev worker runs", shellWord(s.courierDir()))
 	p("")
 	p("  # 1. One ticket, asked for twice: created, then duplicate (the same receipt)")
 	p("  %s", deliver(dup, "Printer on fire"))
@@ -125,6 +124,16 @@ func (s *Stack) ReviewerKeyPath() string { return absolute(filepath.Join(s.o.Dir
 
 // destinationsPath is the dev worker's destinations file.
 func (s *Stack) destinationsPath() string { return absolute(s.lab.ConfigPath) }
+
+// shellWord is path as a shell word: as it is when nothing in it is special
+// to the shell, else quoted, so that a checkout in a folder with spaces
+// still pastes.
+func shellWord(path string) string {
+	if path != "" && strings.Trim(path, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-") == "" {
+		return path
+	}
+	return "'" + strings.ReplaceAll(path, "'", `'\''`) + "'"
+}
 
 // absolute is path made absolute, so that the banner's exports work from
 // any folder.

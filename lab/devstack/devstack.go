@@ -24,10 +24,10 @@ import (
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/abde64c9/courier/lab/config"
 	"github.com/abde64c9/courier/destinations"
-	"github.com/abde64c9/courier/lab/devserver"
 	"github.com/abde64c9/courier/lab"
+	"github.com/abde64c9/courier/lab/config"
+	"github.com/abde64c9/courier/lab/devserver"
 	"github.com/abde64c9/courier/lab/sandbox"
 )
 
@@ -88,7 +88,11 @@ type Stack struct {
 
 // Start brings the stack up: ports are checked first, so a taken one is
 // reported with the flag that moves it before anything starts.
-func Start(ctx context.Context, o Options) (_ *Stack, err error) {
+func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
+	// The stack's options are the one copy Start fills in: the banner
+	// reports the courier binary Start found, which the worker runs.
+	s := &Stack{o: opts, started: time.Now()}
+	o := &s.o
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -115,7 +119,6 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if err := checkFree(o.UIPort, "--ui-port", "the Temporal web UI"); err != nil {
 		return nil, err
 	}
-	s := &Stack{o: o, started: time.Now()}
 	if o.MetricsAddr != "" {
 		// The worker listens on it last, after the server has started: fail
 		// before that instead.
@@ -313,18 +316,33 @@ func (s *Stack) Stop() error {
 	return errors.Join(errs...)
 }
 
-// Run starts the stack, prints the banner to out and runs until ctx is done.
+// Run starts the stack, prints the banner to out and runs until ctx is
+// done (Ctrl-C or SIGTERM), then stops everything and says so in one line.
+// Being stopped is how it ends, so it returns nil then, also when ctx ends
+// while it starts: only a failure to start or to stop is an error.
 func Run(ctx context.Context, o Options, out io.Writer) error {
+	if o.Dir == "" {
+		o.Dir = DefaultDir
+	}
 	s, err := Start(ctx, o)
 	if err != nil {
+		if ctx.Err() != nil { // Start has stopped what it started
+			fmt.Fprintf(out, "\n%s\n", Goodbye(o.Dir))
+			return nil
+		}
 		return err
 	}
 	fmt.Fprint(out, s.Banner())
 	<-ctx.Done()
-	fmt.Fprintln(out, "\nstopping...")
+	fmt.Fprintln(out) // off the line a terminal echoes ^C on
 	if err := s.Stop(); err != nil {
-		return err
+		return fmt.Errorf("stopping: %w (the state in %s is kept)", err, o.Dir)
 	}
-	fmt.Fprintf(out, "stopped; the deliveries are kept in %s for the next `courier-lab dev`\n", s.o.Dir)
+	fmt.Fprintln(out, Goodbye(o.Dir))
 	return nil
+}
+
+// Goodbye is the line `courier-lab dev` ends with once it has stopped.
+func Goodbye(dir string) string {
+	return fmt.Sprintf("courier-lab dev: stopped; state kept in %s, where the next start resumes", dir)
 }

@@ -18,10 +18,10 @@ import (
 
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/destinations"
-	"github.com/abde64c9/courier/lab/devserver"
-	"github.com/abde64c9/courier/lab/devstack"
 	"github.com/abde64c9/courier/gate/gateclient"
 	"github.com/abde64c9/courier/lab"
+	"github.com/abde64c9/courier/lab/devserver"
+	"github.com/abde64c9/courier/lab/devstack"
 	"github.com/abde64c9/courier/reviewproof"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/workflows"
