@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/abde64c9/courier/contract"
@@ -37,6 +38,12 @@ type Activities struct {
 	// Runs reads earlier runs before an attempt that a repeat would
 	// duplicate; without it such an attempt is not sent.
 	Runs Runs
+	// Ledger, when set, is the outcome ledger: read before a run's first
+	// attempt sends, written by each step that learns an outcome.
+	// LedgerConverter encodes the receipts it keeps (the worker's data
+	// converter, with its codec); nil is the SDK's default.
+	Ledger          Outcomes
+	LedgerConverter converter.DataConverter
 	// StopGrace, when set, is how long an attempt may go on once its worker
 	// is stopping; then it is cut short and reports what it knows (sent or
 	// not) before the worker exits. Keep it under the worker's stop timeout.
@@ -102,6 +109,13 @@ func (a *Activities) Lookup(ctx context.Context, req Request) (Found, error) {
 	}
 	if f.Receipt != nil {
 		f.Receipt.Source = SourceLookup
+	}
+	if f.Found && a.Ledger != nil {
+		// The lookup learned the outcome: the effect exists.
+		if err := a.RecordOutcome(ctx, Decided{Key: req.Key, Fingerprint: req.Fingerprint, Destination: req.Destination,
+			Status: "duplicate", Receipt: f.Receipt}); err != nil {
+			return Found{}, err
+		}
 	}
 	activity.GetLogger(ctx).Info("lookup finished",
 		"key", req.Key, "destination", req.Destination, "attempt", req.Attempt, "found", f.Found)

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/abde64c9/courier/activities/ledger"
 	"github.com/abde64c9/courier/contract"
 )
 
@@ -65,11 +66,26 @@ func (a *Activities) Attempt(ctx context.Context, req Request) (Outcome, error) 
 	}
 	ctx, cancel := a.cutShortOnStop(ctx)
 	defer cancel()
-	out, checked := a.guard(ctx, req)
+	out, own, checked := a.guard(ctx, req)
+	var mark *ledger.Entry
+	if checked && a.Ledger != nil {
+		var err error
+		if mark, err = a.markSending(ctx, req, own); err != nil {
+			out, checked = Outcome{Class: contract.ClassNotSent, Error: fmt.Sprintf("not sent: the outcome ledger could not be written: %v", err)}, false
+		}
+	}
 	if checked {
 		looked := out.EarlierRunsChecked
 		out = nameTheOriginal(ad.Deliver(ctx, req))
 		out.EarlierRunsChecked = looked
+		if a.Ledger != nil {
+			if err := a.settle(ctx, req, own, mark, out); err != nil {
+				// Not reported as final until the ledger holds it: the
+				// delivery reads this as an unknown outcome, retried under
+				// the same key or reviewed.
+				return Outcome{}, fmt.Errorf("attempt %d (%s): %w", req.Attempt, out.Class, err)
+			}
+		}
 		if a.Gate != nil {
 			a.Gate.Report(ctx, req.Destination, req.Key, out)
 		}
@@ -132,24 +148,33 @@ func held(ctx context.Context, req Request, h *Hold, current *Terms) Outcome {
 // maxEarlierRunsNamed bounds the runs an earlier_run outcome names.
 const maxEarlierRunsNamed = 5
 
-// guard refuses to send when an earlier run of this workflow ID may have
+// guard refuses to send when an earlier run of this operation may have
 // applied the effect and the destination would not recognise a repeat of
-// it. ok is true when the attempt may send. Whether there are earlier runs
-// is read from the server, whatever the run's memo or input say (any
-// client may set those); a destination that remembers keys for ever costs
-// nothing here, and a run reads its earlier runs once.
-func (a *Activities) guard(ctx context.Context, req Request) (_ Outcome, ok bool) {
+// it. ok is true when the attempt may send. The outcome ledger answers
+// first, for every dedup kind (it outlives the runs); then the workflow
+// ID's earlier runs are read from the server, whatever the run's memo or
+// input say (any client may set those). A destination that remembers keys
+// for ever costs no read of the runs, and a run reads them once. own is
+// this run's mark in the ledger, if an earlier attempt left one.
+func (a *Activities) guard(ctx context.Context, req Request) (_ Outcome, own *ledger.Entry, ok bool) {
 	c := req.Contract
+	if a.Ledger != nil {
+		out, mine, ok := a.fromLedger(ctx, req, *c)
+		if !ok {
+			return out, nil, false
+		}
+		own = mine
+	}
 	if c.DeduplicatesForever() || req.EarlierRunsChecked {
-		return Outcome{}, true
+		return Outcome{}, own, true
 	}
 	if a.Runs == nil {
-		return Outcome{Class: contract.ClassNotSent, Error: "not sent: this worker cannot read earlier runs"}, false
+		return Outcome{Class: contract.ClassNotSent, Error: "not sent: this worker cannot read earlier runs"}, own, false
 	}
 	info := activity.GetInfo(ctx)
 	runs, err := a.Runs.Earlier(ctx, info.WorkflowExecution.ID, info.WorkflowExecution.RunID)
 	if err != nil {
-		return Outcome{Class: contract.ClassNotSent, Error: fmt.Sprintf("not sent: reading earlier runs failed: %v", err)}, false
+		return Outcome{Class: contract.ClassNotSent, Error: fmt.Sprintf("not sent: reading earlier runs failed: %v", err)}, own, false
 	}
 	var blocking []EarlierRun
 	for _, r := range runs {
@@ -162,7 +187,7 @@ func (a *Activities) guard(ctx context.Context, req Request) (_ Outcome, ok bool
 		}
 	}
 	if len(blocking) == 0 {
-		return Outcome{EarlierRunsChecked: true}, true
+		return Outcome{EarlierRunsChecked: true}, own, true
 	}
 	names := make([]string, len(blocking))
 	for i, r := range blocking {
@@ -173,7 +198,7 @@ func (a *Activities) guard(ctx context.Context, req Request) (_ Outcome, ok bool
 		EarlierRuns: blocking,
 		Error: fmt.Sprintf("not sent: this is not the operation's first run, and %s may have applied it: "+
 			"dedup %s would not recognise a repeat", strings.Join(names, "; "), c.Dedup),
-	}, false
+	}, own, false
 }
 
 // cutShortOnStop cancels ctx StopGrace after the worker starts stopping, so

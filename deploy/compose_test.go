@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"gopkg.in/yaml.v3"
 
+	"github.com/abde64c9/courier/activities/ledger/sqlstore"
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/lab"
 	"github.com/abde64c9/courier/lab/devserver"
@@ -192,6 +193,12 @@ func TestComposeCheckCatchesMistakes(t *testing.T) {
 		{"secret missing from the environment", func(c *composeFile) {
 			delete(c.Services["worker"].Environment, "HELPDESK_TOKEN")
 		}, "HELPDESK_TOKEN"},
+		{"no outcome ledger", func(c *composeFile) {
+			delete(c.Services["worker"].Environment, "COURIER_LEDGER")
+		}, "COURIER_LEDGER is not set"},
+		{"a ledger per replica", func(c *composeFile) {
+			c.Services["worker"].Environment["COURIER_LEDGER"] = "sqlite:/data/outcomes.db"
+		}, "must be PostgreSQL"},
 		{"colliding host ports", inService("sandbox", func(s *service) { s.Ports = []string{"127.0.0.1:8080:8081"} }), "host port 8080"},
 		{"port on every interface", inService("sandbox", func(s *service) { s.Ports = []string{"8081:8081"} }), "published on loopback only"},
 		{"port on another interface", inService("temporal", func(s *service) { s.Ports = []string{"0.0.0.0:7233:7233"} }), "published on loopback only"},
@@ -468,6 +475,13 @@ func checkCourierService(c composeFile, name string, s service, flags programFla
 func checkWorker(c composeFile, name string, s service) []string {
 	var problems []string
 	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	if l := s.Environment["COURIER_LEDGER"]; l == "" {
+		bad("%s: COURIER_LEDGER is not set: the worker keeps no outcome ledger, and a repeat after the namespace's retention is a new delivery", name)
+	} else if u, err := url.Parse(l); err != nil || u.Scheme != "postgres" {
+		bad("%s: COURIER_LEDGER %q: the replicas share one ledger, so it must be PostgreSQL (postgres://...)", name, l)
+	} else if _, ok := s.DependsOn[u.Hostname()]; !ok {
+		bad("%s: the outcome ledger is on %s, which the worker does not depend on", name, u.Hostname())
+	}
 	if _, ok := s.Environment["TEMPORAL_ADDRESS"]; !ok {
 		bad("%s: TEMPORAL_ADDRESS is not set: the worker would look for Temporal in its own container", name)
 	}
@@ -1198,4 +1212,15 @@ func TestServerVersionPinned(t *testing.T) {
 	v := strings.TrimPrefix(ServerVersion, "v")
 	require.Equal(t, "temporalio/server:"+v, c.Services["temporal"].Image)
 	require.True(t, strings.HasPrefix(c.Services["temporal-schema"].Image, "temporalio/admin-tools:"+v+"-"), c.Services["temporal-schema"].Image)
+}
+
+// TestInitCreatesTheLedger: PostgreSQL's first-start script creates the
+// outcome ledger's schema and table exactly as `courier ledger init` does,
+// as the courier role, in its database.
+func TestInitCreatesTheLedger(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("postgres", "init.sql"))
+	require.NoError(t, err)
+	_, after, ok := strings.Cut(string(b), "\\connect courier courier\n")
+	require.True(t, ok, "init.sql connects to the courier database as courier before creating the ledger")
+	require.Contains(t, after, sqlstore.PostgresSchema)
 }

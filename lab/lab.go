@@ -26,9 +26,12 @@ import (
 
 // Files in a stack's folder.
 const (
-	TemporalDB       = "temporal.db"
-	SandboxDB        = "sandbox.db"
-	LedgerDB         = "ledger.db"
+	TemporalDB = "temporal.db"
+	SandboxDB  = "sandbox.db"
+	LedgerDB   = "ledger.db"
+	// OutcomesDB is the workers' outcome ledger (not the ledger
+	// destination's table, LedgerDB).
+	OutcomesDB       = "outcomes.db"
 	DestinationsFile = "destinations.json"
 )
 
@@ -68,9 +71,11 @@ type Stack struct {
 	// Config is the destinations file at ConfigPath the workers serve.
 	Config     destinations.Config
 	ConfigPath string
-	Effects    *Effects
-	Starter    *starter.Client
-	Workers    []*Worker
+	// Ledger is the workers' outcome ledger, a SQLite file in Dir.
+	Ledger  string
+	Effects *Effects
+	Starter *starter.Client
+	Workers []*Worker
 }
 
 // Start brings a stack up; on error, nothing it started is left running.
@@ -101,6 +106,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		return s, err
 	}
 	s.ConfigPath = filepath.Join(s.Dir, DestinationsFile)
+	s.Ledger = "sqlite:" + filepath.Join(s.Dir, OutcomesDB)
 	if err := WriteDestinations(s.ConfigPath, s.Config); err != nil {
 		return s, err
 	}
@@ -128,6 +134,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 func (s *Stack) StartWorker(ctx context.Context, args ...string) (*Worker, error) {
 	w, err := StartWorker(ctx, WorkerOptions{
 		Courier: s.o.Courier, Destinations: s.ConfigPath, Temporal: s.Temporal, Args: args, Log: s.o.WorkerLog,
+		Ledger: s.Ledger,
 	})
 	if err != nil {
 		return nil, err

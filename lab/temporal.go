@@ -46,6 +46,8 @@ type TemporalOptions struct {
 	Log io.Writer
 	// Logger receives the lab client's SDK logs; nil discards them.
 	Logger *slog.Logger
+	// ServerArgs are more flags for a dev server the lab starts.
+	ServerArgs []string
 }
 
 // Temporal is the lab's server and a client of its namespace.
@@ -177,6 +179,7 @@ func (t *Temporal) Start(ctx context.Context) error {
 		DBFile: t.o.DBFile, HostPort: t.o.HostPort, MetricsPort: t.o.MetricsPort, Log: t.o.Log,
 		ClientOptions:     client.Options{Logger: sdklog.NewStructuredLogger(t.o.Logger)},
 		KeywordAttributes: workflows.SearchAttributeNames,
+		ExtraArgs:         t.o.ServerArgs,
 	})
 	if err != nil {
 		return err

@@ -71,6 +71,9 @@ type WorkerOptions struct {
 	Env []string
 	// Args are more flags, e.g. --log-level warn.
 	Args []string
+	// Ledger is the outcome ledger's URL (courier worker --ledger); empty:
+	// none.
+	Ledger string
 	// MetricsAddr is where it serves /metrics and /healthz; empty picks a
 	// free loopback port (the lab needs /healthz to know it is ready).
 	MetricsAddr string
@@ -112,7 +115,11 @@ func StartWorker(ctx context.Context, o WorkerOptions) (*Worker, error) {
 	if o.ReadyWithin == 0 {
 		o.ReadyWithin = 30 * time.Second
 	}
-	args := append([]string{"worker", "--destinations", o.Destinations, "--metrics", o.MetricsAddr}, o.Args...)
+	args := []string{"worker", "--destinations", o.Destinations, "--metrics", o.MetricsAddr}
+	if o.Ledger != "" {
+		args = append(args, "--ledger", o.Ledger)
+	}
+	args = append(args, o.Args...)
 	w := &Worker{o: o, cmd: exec.Command(o.Courier, args...), done: make(chan struct{})}
 	w.cmd.Env = append(o.Temporal.Env(os.Environ()), o.Env...)
 	w.cmd.Stdout, w.cmd.Stderr = o.Log, o.Log

@@ -17,6 +17,8 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 
+	"github.com/abde64c9/courier/activities/ledger"
+	"github.com/abde64c9/courier/activities/ledger/sqlstore"
 	"github.com/abde64c9/courier/connect"
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/gate/gateclient"
@@ -61,6 +63,13 @@ type ProcessOptions struct {
 	// CacheSize is how many workflows the process keeps in memory between
 	// their tasks; 0 is DefaultCacheSize.
 	CacheSize int
+	// Ledger is the outcome ledger's URL (ledger.Open): sqlite:PATH for
+	// workers on one host, postgres://... once they run on several. Empty:
+	// none, and a repeat is recognised only while the namespace keeps its
+	// run. LedgerRetention, when set, is how long the ledger keeps a row;
+	// zero keeps them for ever.
+	Ledger          string
+	LedgerRetention time.Duration
 }
 
 // Process is a running worker process: its Temporal client, its workers
@@ -69,6 +78,7 @@ type Process struct {
 	log      *slog.Logger
 	client   client.Client
 	adapters *Adapters
+	ledger   ledger.Store
 	workers  []sdkworker.Worker
 	metrics  *Metrics
 	http     *http.Server
@@ -149,6 +159,12 @@ func StartProcess(ctx context.Context, o ProcessOptions) (_ *Process, err error)
 		wo.WorkerStopTimeout = DefaultStopTimeout
 	}
 	acts := NewActivities(p.client, o.Config, p.adapters)
+	if o.Ledger != "" {
+		if p.ledger, err = sqlstore.Open(ctx, o.Ledger); err != nil {
+			return nil, fmt.Errorf("outcome ledger: %w", err)
+		}
+		acts.Ledger, acts.LedgerConverter = p.ledger, co.DataConverter
+	}
 	gates := gateclient.NewCache(p.client, co.Namespace, co.DataConverter, o.Config, p.metrics.Handler, logger)
 	acts.Gate = gates
 	acts.StopGrace = max(wo.WorkerStopTimeout-stopMargin, wo.WorkerStopTimeout/2)
@@ -193,11 +209,13 @@ func StartProcess(ctx context.Context, o ProcessOptions) (_ *Process, err error)
 	p.ready.Store(true)
 	logger.Info("courier worker running", "temporal", co.HostPort, "namespace", co.Namespace,
 		"task_queue", workflows.TaskQueue, "destinations", o.Config.Names(), "metrics", p.addr, "nexus_tenants", o.NexusTenants)
-	if retention > 0 {
-		// The horizon of "one run per operation": past it a repeated request
-		// starts a new delivery, which only a destination's own dedup stops.
-		logger.Info("a repeated request joins its delivery while the namespace keeps it",
-			"namespace", co.Namespace, "retention", retention.String())
+	p.logHorizon(co.Namespace, retention, o)
+	if p.ledger != nil && o.LedgerRetention > 0 {
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			purgeLedger(wctx, p.ledger, o.LedgerRetention, logger)
+		}()
 	}
 	return p, nil
 }
@@ -326,6 +344,9 @@ func (p *Process) close() error {
 	if p.adapters != nil {
 		errs = append(errs, p.adapters.Close())
 	}
+	if p.ledger != nil {
+		errs = append(errs, p.ledger.Close())
+	}
 	errs = append(errs, p.metrics.Close())
 	return errors.Join(errs...)
 }
@@ -339,4 +360,47 @@ func Serve(ctx context.Context, o ProcessOptions) error {
 	<-ctx.Done()
 	p.log.Info("stopping: letting in-flight attempts finish")
 	return p.Stop()
+}
+
+// logHorizon says at start for how long this worker recognises a repeat of
+// an operation whose destination would not: while the ledger keeps its row,
+// else while the namespace keeps its run.
+func (p *Process) logHorizon(namespace string, retention time.Duration, o ProcessOptions) {
+	switch {
+	case p.ledger != nil && o.LedgerRetention > 0:
+		p.log.Info("a repeated request answers its first outcome while the outcome ledger keeps it",
+			"ledger", p.ledger.Where(), "ledger_retention", o.LedgerRetention.String())
+	case p.ledger != nil:
+		p.log.Info("a repeated request answers its first outcome for as long as the outcome ledger keeps it (for ever)",
+			"ledger", p.ledger.Where())
+	case retention > 0:
+		// Past it a repeated request starts a new delivery, which only a
+		// destination's own dedup stops.
+		p.log.Warn("no outcome ledger: a repeated request is recognised only while the namespace keeps its run (--ledger gives a longer memory)",
+			"namespace", namespace, "retention", retention.String())
+	default:
+		p.log.Warn("no outcome ledger: a repeated request is recognised only while the namespace keeps its run (--ledger gives a longer memory)",
+			"namespace", namespace)
+	}
+}
+
+// ledgerPurgeEvery paces the ledger's retention sweep.
+const ledgerPurgeEvery = time.Hour
+
+// purgeLedger removes the ledger's rows older than retention, now and then
+// every ledgerPurgeEvery, until ctx is done. Every worker sweeps; a sweep
+// deletes what another already did, harmlessly.
+func purgeLedger(ctx context.Context, l ledger.Store, retention time.Duration, log *slog.Logger) {
+	for {
+		if n, err := l.Purge(ctx, time.Now().Add(-retention)); err != nil {
+			log.Warn("outcome ledger: retention sweep failed", "error", err)
+		} else if n > 0 {
+			log.Info("outcome ledger: rows past their retention removed", "rows", n, "retention", retention.String())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(ledgerPurgeEvery):
+		}
+	}
 }

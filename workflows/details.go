@@ -165,6 +165,8 @@ func (d *delivery) headline() string {
 				s += " (named by its replay)"
 			case activities.SourceLookup:
 				s += " (found by lookup)"
+			case activities.SourceLedger:
+				s += " (recorded by an earlier run in the outcome ledger)"
 			}
 		}
 		return s

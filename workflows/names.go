@@ -84,6 +84,9 @@ const (
 	ActivityAttempt      = "Attempt"
 	ActivityLookup       = "Lookup"
 	ActivityRemindReview = "RemindReview"
+	// ActivityRecordOutcome writes an outcome a review decided into the
+	// workers' outcome ledger.
+	ActivityRecordOutcome = "RecordOutcome"
 	// ActivityJoinDelivery runs on task queue courier for a workflow whose
 	// delivery call (package courierwf) found delivery-<key> taken: a child
 	// cannot join a running workflow, so the activity joins it (or reads a

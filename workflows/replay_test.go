@@ -46,13 +46,15 @@ const historiesDir = "testdata/histories"
 // their first attempt; deliveries their callers waited on with the deliver
 // update; deliveries that notify when they park, close their review timer
 // on a decision and fail when nothing was delivered; deliveries that
-// publish retry_wait while they wait for their next attempt.
+// publish retry_wait while they wait for their next attempt; deliveries
+// that record a review's outcome in the outcome ledger before they end.
 const (
 	setConfigContract   = "config-contract"
 	setRecordedContract = "recorded-contract"
 	setDeliverUpdate    = "deliver-update"
 	setReviewDesk       = "review-desk"
 	setRetryState       = "retry-state"
+	setOutcomeLedger    = "outcome-ledger"
 )
 
 // Sets of recorded gate histories: gates whose breaker came from reports;
@@ -81,7 +83,7 @@ const (
 )
 
 var (
-	deliverySets = []string{setConfigContract, setRecordedContract, setDeliverUpdate, setReviewDesk, setRetryState}
+	deliverySets = []string{setConfigContract, setRecordedContract, setDeliverUpdate, setReviewDesk, setRetryState, setOutcomeLedger}
 	gateSets     = []string{setGateReportedBreaker, setGateTerms, setGateMemo, setGateProof}
 	trustSets    = []string{setTrust, setPlaceholders, setVerifiedReviews, setVerifiedJobs}
 )

@@ -65,10 +65,16 @@ func (d *delivery) review(ctx workflow.Context, reminder contract.Duration, evid
 	d.decision = nil
 	switch rd.Decision {
 	case DecisionDelivered:
-		res, err := d.finish(ctx, StatusDeliveredByReview,
-			&activities.Receipt{ResourceID: rd.ResourceID, Status: "delivered_by_review", Source: activities.SourceReview}, "")
+		receipt := &activities.Receipt{ResourceID: rd.ResourceID, Status: "delivered_by_review", Source: activities.SourceReview}
+		if err := d.recordOutcome(ctx, StatusDeliveredByReview, receipt); err != nil {
+			return d.review(ctx, reminder, unrecorded(evidence, err), earlier)
+		}
+		res, err := d.finish(ctx, StatusDeliveredByReview, receipt, "")
 		return true, res, err
 	case DecisionAbandon:
+		if err := d.recordOutcome(ctx, StatusAbandoned, nil); err != nil {
+			return d.review(ctx, reminder, unrecorded(evidence, err), earlier)
+		}
 		res, err := d.finish(ctx, StatusAbandoned, nil, "abandoned by "+d.decidedBy+": "+rd.Note)
 		return true, res, err
 	}
@@ -293,3 +299,50 @@ func (d *delivery) record(ctx workflow.Context, rec ReviewRecord) ReviewRecord {
 // maxReasonLen bounds why an ignored decision was ignored; the reason may
 // quote what was sent.
 const maxReasonLen = 512
+
+// recordOutcome writes the outcome a review decided into the workers'
+// outcome ledger before the delivery reports it, so that a repeat after
+// this run is gone answers it too (an abandoned one: parks again). The
+// attempts write their own outcomes; only a decision made without one
+// costs this step.
+func (d *delivery) recordOutcome(ctx workflow.Context, st Status, receipt *activities.Receipt) error {
+	if workflow.GetVersion(ctx, versionLedger, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return nil
+	}
+	rec, _ := lastDecision(d.res.Review, true)
+	// Decided, not yet reported: no longer waiting for a person, so a
+	// caller waiting on the delivery waits for its end.
+	d.setState(ctx, StateDelivering)
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		// A ledger that is down is waited for a few minutes; then the
+		// delivery parks again and says why.
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: 10},
+		Summary:     fmt.Sprintf("record %s of key %s in the outcome ledger", st, d.res.Key),
+	})
+	err := workflow.ExecuteActivity(ctx, a.RecordOutcome, activities.Decided{
+		Key: d.res.Key, Fingerprint: d.res.Fingerprint, Destination: d.in.Destination,
+		Status: string(st), Receipt: receipt, Principal: rec.Principal,
+	}).Get(ctx, nil)
+	if err != nil {
+		d.event(ctx, len(d.res.Attempts), "ledger_unavailable", err.Error())
+		d.logger(ctx).Error("a review's decision could not be recorded in the outcome ledger; parked again", "error", err)
+	}
+	return err
+}
+
+// unrecordedNote heads the evidence of a delivery parked again because its
+// decision could not be recorded.
+const unrecordedNote = "The last decision could not be recorded in the outcome ledger"
+
+// unrecorded is that evidence: the note once, however often it happens, and
+// the evidence the delivery first parked with.
+func unrecorded(evidence string, err error) string {
+	const sep = " Evidence: "
+	if strings.HasPrefix(evidence, unrecordedNote) {
+		if _, first, ok := strings.Cut(evidence, sep); ok {
+			evidence = first
+		}
+	}
+	return fmt.Sprintf("%s (%s): send it again once the ledger is back.%s%s", unrecordedNote, text.Excerpt(err.Error(), 200), sep, evidence)
+}

@@ -306,3 +306,29 @@ func (s *TermsSuite) TestDeliverJoinCheck() {
 		s.Contains(app.Error(), "nothing was sent", id)
 	}
 }
+
+// TestUnrecordedDecisionParksAgain: a decision the outcome ledger cannot
+// store is not reported as the delivery's outcome: the delivery parks
+// again, saying why, and the same decision sent once the ledger is back
+// ends it, recorded.
+func (s *TermsSuite) TestUnrecordedDecisionParksAgain() {
+	s.answer(activities.Outcome{Class: contract.ClassEarlierRun, Error: "not sent: run-before may have applied it", Terms: s.terms()}, nil)
+	s.env.OnActivity(workflows.ActivityRecordOutcome, mock.Anything, mock.Anything).
+		Return(errors.New("ledger: database is locked")).Times(10) // its retry policy's attempts
+	var recorded activities.Decided
+	s.env.OnActivity(workflows.ActivityRecordOutcome, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, d activities.Decided) error { recorded = d; return nil }).Once()
+	delivered := workflows.ReviewDecision{Decision: "delivered", Reviewer: "ops", ResourceID: "ticket-7", Note: "found it"}
+	s.decideWhenParked("run-before", delivered)
+	s.env.RegisterDelayedCallback(func() {
+		st := s.status()
+		s.Equal(workflows.StateAwaitingReview, st.State)
+		s.Contains(st.Review.Evidence, "could not be recorded in the outcome ledger")
+		s.Contains(st.Review.Evidence, "run-before", "the first evidence is kept")
+		s.env.SignalWorkflow(workflows.SignalReview, delivered)
+	}, 3*time.Hour)
+	res := s.run()
+	s.Equal(workflows.StatusDeliveredByReview, res.Status)
+	s.Equal("ticket-7", recorded.Receipt.ResourceID)
+	s.Equal(string(workflows.StatusDeliveredByReview), recorded.Status)
+}

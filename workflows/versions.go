@@ -47,3 +47,9 @@ const versionPlaceholders = "placeholders"
 // before it showed delivering throughout. Asked only when a retry is
 // scheduled, so the happy path writes no marker.
 const versionRetryState = "retry-state"
+
+// versionLedger marks deliveries that record an outcome a review decided
+// (delivered, abandon) in the workers' outcome ledger before they end.
+// Asked only when such a decision comes, so the happy path (whose attempt
+// records its own outcome, inside the activity) writes no marker.
+const versionLedger = "ledger"

@@ -97,13 +97,3 @@ func TestCommitThenProcessCrash(t *testing.T) {
 	requireReplayed(t, a.Deliver(context.Background(), req), "lost-response")
 	require.Equal(t, 1, count(t, a))
 }
-
-func TestSQLiteDSN(t *testing.T) {
-	for in, want := range map[string]string{
-		"/tmp/a.db":               "/tmp/a.db?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_txlock=immediate&_pragma=foreign_keys(1)",
-		"file:/tmp/a.db?mode=rwc": "file:/tmp/a.db?mode=rwc&_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_txlock=immediate&_pragma=foreign_keys(1)",
-		"/tmp/a.db?_pragma=busy_timeout(50)&_journal=DELETE&_txlock=deferred&_fk=0": "/tmp/a.db?_pragma=busy_timeout(50)&_journal=DELETE&_txlock=deferred&_fk=0",
-	} {
-		require.Equal(t, want, sqliteDSN(in))
-	}
-}

@@ -70,6 +70,55 @@ func checkDestination(file, name string) (destinations.Config, error) {
 // the operator's commands that read the same file.
 const envDestinations = "COURIER_DESTINATIONS"
 
+// envLedger names the outcome ledger when --ledger is not given.
+const envLedger = "COURIER_LEDGER"
+
+// ledgerURL is the outcome ledger a command uses: --ledger, else
+// $COURIER_LEDGER; empty when neither names one.
+func ledgerURL(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	return os.Getenv(envLedger)
+}
+
+// envLedgerRetention is how long the workers' ledger keeps an outcome, when
+// --ledger-retention is not given; courier destination status states it.
+const envLedgerRetention = "COURIER_LEDGER_RETENTION"
+
+// ledgerRetention is --ledger-retention when set (flag non-zero), else
+// $COURIER_LEDGER_RETENTION; zero keeps outcomes for ever.
+func ledgerRetention(flag time.Duration) (time.Duration, error) {
+	d := flag
+	if d == 0 {
+		if v := os.Getenv(envLedgerRetention); v != "" {
+			var err error
+			if d, err = time.ParseDuration(v); err != nil {
+				return 0, cli.UsageError("%s=%q: %v; use a duration such as 8760h, or 0 to keep outcomes for ever", envLedgerRetention, v, err)
+			}
+		}
+	}
+	if d < 0 {
+		return 0, cli.UsageError("ledger retention %s: use a positive duration, or 0 to keep outcomes for ever", d)
+	}
+	return d, nil
+}
+
+// horizon says for how long a repeat of an operation is recognised, for
+// an operator: what the workers' ledger keeps, else what the namespace
+// keeps.
+func horizon(ledger string, retention, namespace time.Duration) string {
+	switch {
+	case ledger != "" && retention > 0:
+		return fmt.Sprintf("a repeat answers its first outcome for %s (the outcome ledger's retention, $%s)", retention, envLedgerRetention)
+	case ledger != "":
+		return "a repeat answers its first outcome for ever (the outcome ledger, $" + envLedger + ")"
+	case namespace > 0:
+		return fmt.Sprintf("no outcome ledger ($%s): a repeat is recognised only while the namespace keeps its run (%s)", envLedger, namespace)
+	}
+	return fmt.Sprintf("no outcome ledger ($%s): a repeat is recognised only while the namespace keeps its run", envLedger)
+}
+
 // destinationsFile is the destinations file a command reads: --destinations
 // (flag), else $COURIER_DESTINATIONS; from names which gave it, for
 // messages, and both are empty when neither did.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -160,7 +161,8 @@ func TestDestinationDesk(t *testing.T) {
 		require.Equal(t, cli.CodeOK, r.code, r.stderr)
 		t.Logf("courier destination status:\n%s", r.stdout)
 		lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
-		require.Len(t, lines, 7, r.stdout)
+		require.Len(t, lines, 9, r.stdout)
+		require.Regexp(t, `^Horizon: no outcome ledger \(\$COURIER_LEDGER\): a repeat is recognised only while the namespace keeps its run \(\S+\)$`, lines[8])
 		for _, l := range lines {
 			require.LessOrEqual(t, utf8.RuneCountInString(l), 120, "%q", l)
 		}
@@ -176,6 +178,17 @@ func TestDestinationDesk(t *testing.T) {
 		} {
 			require.Regexp(t, want, lines[i+1])
 		}
+	})
+
+	t.Run("the horizon the ledger gives", func(t *testing.T) {
+		b.t = t
+		r := b.runWith(append(slices.Clone(all), "COURIER_LEDGER=sqlite:outcomes.db", "COURIER_LEDGER_RETENTION=8760h"), "destination", "status")
+		require.Equal(t, cli.CodeOK, r.code, r.stderr)
+		require.Contains(t, r.stdout, "\nHorizon: a repeat answers its first outcome for 8760h0m0s (the outcome ledger's retention, $COURIER_LEDGER_RETENTION)\n")
+		r = b.runWith(append(slices.Clone(all), "COURIER_LEDGER=sqlite:outcomes.db"), "destination", "status")
+		require.Contains(t, r.stdout, "\nHorizon: a repeat answers its first outcome for ever (the outcome ledger, $COURIER_LEDGER)\n")
+		r = b.runWith(append(slices.Clone(all), "COURIER_LEDGER_RETENTION=-1h"), "destination", "status")
+		require.Equal(t, cli.CodeUsage, r.code, r.stderr)
 	})
 
 	t.Run("a gate the file does not list", func(t *testing.T) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
 
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/gate"
@@ -207,7 +210,10 @@ why with who; its breaker (state, and consecutive failures of those that open it
 attempt (retry_wait). The counts come from Temporal's visibility, a moment behind. A
 destination that has a gate but is not in the file is marked "not configured". Without a
 file, only the destinations that have a gate (paused once, or whose breaker tripped once)
-are listed; a file that does not load is refused. The table fits 120 columns, cutting a
+are listed; a file that does not load is refused. A last line states the horizon: how long
+a repeated request answers its first outcome ($COURIER_LEDGER and
+$COURIER_LEDGER_RETENTION, as the workers read them; without a ledger, the namespace's
+retention). The table fits 120 columns, cutting a
 long why; --json prints the same, whole, with each gate's transitions and latest attempts.
 A gate whose workflow was terminated or canceled while paused (or its breaker open) still
 holds its destination, shown as "paused (gate terminated)": resume clears it, pause
@@ -233,17 +239,33 @@ restores it, each starting a new gate.`,
 			fmt.Fprintf(c.ErrOrStderr(), "only destinations with a gate are listed; for every configured one: "+
 				"--destinations FILE, or export %s=FILE (the workers' destinations file)\n", envDestinations)
 		}
+		retention, err := ledgerRetention(0)
+		if err != nil {
+			return err
+		}
 		ctx := c.Context()
-		return withStarter(ctx, func(s *starter.Client) error {
-			desk, err := s.Desk(ctx, cfg, args...)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return cli.PrintJSON(c.OutOrStdout(), desk)
-			}
-			return printDesk(c.OutOrStdout(), c.ErrOrStderr(), desk)
-		})
+		tc, opts, err := dial(ctx, cli.StderrLogger())
+		if err != nil {
+			return err
+		}
+		defer tc.Close()
+		desk, err := starter.NewWithOptions(tc, opts).Desk(ctx, cfg, args...)
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			return cli.PrintJSON(c.OutOrStdout(), desk)
+		}
+		if err := printDesk(c.OutOrStdout(), c.ErrOrStderr(), desk); err != nil {
+			return err
+		}
+		var kept time.Duration
+		namespace := cmp.Or(opts.Namespace, client.DefaultNamespace)
+		if ns, err := tc.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: namespace}); err == nil {
+			kept = ns.GetConfig().GetWorkflowExecutionRetentionTtl().AsDuration()
+		}
+		fmt.Fprintf(c.OutOrStdout(), "\nHorizon: %s\n", horizon(ledgerURL(""), retention, kept))
+		return nil
 	}
 	return c
 }

@@ -18,7 +18,9 @@ func workerCommand() *cobra.Command {
 client environment: TEMPORAL_ADDRESS (default localhost:7233),
 TEMPORAL_NAMESPACE (default "default"), TEMPORAL_API_KEY, TEMPORAL_TLS_*,
 TEMPORAL_PROFILE. The destinations file is --destinations, else $COURIER_DESTINATIONS
-(which courier destination status reads too). Stops gracefully on SIGINT or SIGTERM.`,
+(which courier destination status reads too). The outcome ledger is --ledger,
+else $COURIER_LEDGER: without one, a repeat of an operation is recognised only
+while the namespace keeps its run. Stops gracefully on SIGINT or SIGTERM.`,
 		Example: "  courier worker --destinations lab/config/destinations.dev.json --metrics :9090\n" +
 			"  export COURIER_DESTINATIONS=lab/config/destinations.dev.json; courier worker",
 		Args:        cli.NoArgs,
@@ -27,6 +29,9 @@ TEMPORAL_PROFILE. The destinations file is --destinations, else $COURIER_DESTINA
 	c.Flags().StringVar(&destinationsFlag, "destinations", "", "destinations `file` (JSON), e.g. lab/config/destinations.dev.json (required, unless $"+envDestinations+" names it)")
 	c.Flags().StringSliceVar(&o.NexusTenants, "nexus-tenant", nil, "serve Nexus operations for this `tenant` on task queue "+workflows.NexusTaskQueuePrefix+"<tenant> (repeatable); its endpoint decides the tenant")
 	c.Flags().StringVar(&o.MetricsAddr, "metrics", "", "serve Prometheus metrics on `ADDR` (/metrics, and /healthz), e.g. :9090; empty: off")
+	var ledgerFlag string
+	c.Flags().StringVar(&ledgerFlag, "ledger", "", "the outcome ledger's `URL`: sqlite:PATH (workers on one host) or postgres://... (several); default $"+envLedger+"; empty: none")
+	c.Flags().DurationVar(&o.LedgerRetention, "ledger-retention", 0, "how long the ledger keeps an outcome (`DURATION`, e.g. 8760h); default $"+envLedgerRetention+"; 0: for ever")
 	_ = c.MarkFlagFilename("destinations", "json")
 	logs := cli.AddLogFlags(c, true)
 	c.RunE = func(c *cobra.Command, _ []string) (err error) {
@@ -41,6 +46,10 @@ TEMPORAL_PROFILE. The destinations file is --destinations, else $COURIER_DESTINA
 		if o.Config, err = loadDestinations(file, from); err != nil {
 			return err
 		}
+		if o.LedgerRetention, err = ledgerRetention(o.LedgerRetention); err != nil {
+			return err
+		}
+		o.Ledger = ledgerURL(ledgerFlag)
 		return worker.Serve(c.Context(), o)
 	}
 	return c

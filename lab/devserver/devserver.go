@@ -140,6 +140,9 @@ type Options struct {
 	Log io.Writer
 	// ClientOptions for the returned client (logger, data converter).
 	ClientOptions client.Options
+	// ExtraArgs are more flags for the dev server, after Courier's own
+	// (DynamicConfigArgs).
+	ExtraArgs []string
 	// KeywordAttributes are the search attributes (type Keyword) the server
 	// registers before its services start: Courier's, which the caller
 	// names, so that this package stays below the workflows.
@@ -166,7 +169,7 @@ func Start(ctx context.Context, o Options) (*testsuite.DevServer, error) {
 			return nil, err
 		}
 	}
-	args := DynamicConfigArgs()
+	args := append(DynamicConfigArgs(), o.ExtraArgs...)
 	if o.MetricsPort != 0 {
 		args = append(args, "--metrics-port", strconv.Itoa(o.MetricsPort))
 	}

@@ -193,7 +193,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	// the payload codec from the environment it inherits, as the deliver and
 	// review commands do; only its server is this one.
 	w, err := lab.StartWorker(ctx, lab.WorkerOptions{
-		Courier: o.Courier, Destinations: s.lab.ConfigPath, Temporal: s.lab.Temporal,
+		Courier: o.Courier, Destinations: s.lab.ConfigPath, Temporal: s.lab.Temporal, Ledger: s.lab.Ledger,
 		MetricsAddr: s.metrics, Args: []string{"--log-level", levelOf(o.Logger), "--nexus-tenant", lab.NexusTenant}, Log: o.WorkerLog,
 	})
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/abde64c9/courier/activities"
+	"github.com/abde64c9/courier/activities/ledger"
+	"github.com/abde64c9/courier/activities/ledger/sqlstore"
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/lab"
 	"github.com/abde64c9/courier/lab/faults"
@@ -27,8 +29,12 @@ type Env struct {
 	Activities *activities.Activities
 	// Faults wrap every adapter, for the cases that inject one in the
 	// adapter rather than at the sandbox (a lost SQL acknowledgement).
-	Faults  map[string]*faults.Adapter
-	effects *lab.Effects
+	Faults map[string]*faults.Adapter
+	// Outcomes is the outcome ledger a worker on a real server keeps (a
+	// SQLite file beside the destinations'); the test environment's
+	// single runs need none.
+	Outcomes ledger.Store
+	effects  *lab.Effects
 }
 
 // NewEnv starts the destinations with their data files under dir.
@@ -55,6 +61,9 @@ func NewEnv(dir string) (_ *Env, err error) {
 		e.Faults[name] = faults.Wrap(ad)
 		e.Adapters.ByName[name] = e.Faults[name]
 	}
+	if e.Outcomes, err = sqlstore.Open(context.Background(), "sqlite:"+filepath.Join(dir, lab.OutcomesDB)); err != nil {
+		return e, err
+	}
 	// The test environment runs each delivery once: it has no earlier runs.
 	e.Activities = worker.NewActivities(nil, e.Config, e.Adapters)
 	e.Activities.Runs = noEarlierRuns{}
@@ -64,7 +73,9 @@ func NewEnv(dir string) (_ *Env, err error) {
 // WorkerActivities are the activities for a worker on a real server, which
 // reads a delivery's earlier runs through c.
 func (e *Env) WorkerActivities(c client.Client) *activities.Activities {
-	return worker.NewActivities(c, e.Config, e.Adapters)
+	acts := worker.NewActivities(c, e.Config, e.Adapters)
+	acts.Ledger = e.Outcomes
+	return acts
 }
 
 // noEarlierRuns is the test environment's answer: one run per delivery.
@@ -81,6 +92,9 @@ func (e *Env) Close() {
 	}
 	if e.effects != nil {
 		e.effects.Close()
+	}
+	if e.Outcomes != nil {
+		_ = e.Outcomes.Close()
 	}
 	if e.Sandbox != nil {
 		_ = e.Sandbox.Close()

@@ -14,6 +14,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/abde64c9/courier/activities/ledger/sqlstore"
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/lab"
@@ -112,7 +113,8 @@ func concurrentRequests(ctx context.Context, r *Run) error {
 // crashThenNewProcess: a `courier worker` process commits the ledger row
 // and is SIGKILLed before its attempt can report. Temporal sees the attempt
 // lost; a new worker process retries with the same key and the UNIQUE key
-// replays it.
+// replays it. The workers' outcome ledger holds the first process's mark
+// (pending) after the crash and one final row after the retry.
 //
 // The kill lands between the commit and the report without a hook in the
 // worker: the case holds the ledger's write lock until the attempt is
@@ -167,6 +169,16 @@ func crashThenNewProcess(ctx context.Context, r *Run) error {
 	}
 	first.Kill()
 	r.Report.Extra = map[string]any{"first_worker": "SIGKILL after its commit, before its report", "rows_after_crash": rows}
+	outcomes, err := sqlstore.Open(ctx, "sqlite:"+caseDir(r.Env, lab.OutcomesDB))
+	if err != nil {
+		return err
+	}
+	defer outcomes.Close()
+	// The kill lands after the commit: before the first worker's ledger
+	// write (its pending mark stays) or after it (its receipt).
+	if e, ok, err := outcomes.Get(ctx, h.Key); err != nil || !ok || e.RunID != h.RunID {
+		return fmt.Errorf("outcome ledger after the crash: want the first worker's row, got %+v (found %t, %v)", e, ok, err)
+	}
 
 	second, err := rd.rl.worker(pctx, cfg)
 	if err != nil {
@@ -179,8 +191,17 @@ func crashThenNewProcess(ctx context.Context, r *Run) error {
 	}
 	r.Report.Outcome, r.Report.Attempts, r.Report.Events = observe(Outcome{Result: st.DeliveryResult}, keyOf(in))
 	r.Report.Extra["retry"] = seedResult(st.DeliveryResult)
+	e, ok, err := outcomes.Get(ctx, h.Key)
+	if err != nil || !ok || e.Status == outcomesPending || len(e.Receipt) == 0 || e.RunID != h.RunID {
+		return fmt.Errorf("outcome ledger after the retry: want run %s's receipt, got %+v (found %t, %v)", h.RunID, e, ok, err)
+	}
+	r.Report.Extra["outcome_ledger"] = e.Status
 	return r.effects(lab.DestLedger, id)
 }
+
+// outcomesPending is the ledger's mark of an attempt that may have applied
+// (ledger.StatusPending; the case's variable ledger names the destination).
+const outcomesPending = "pending"
 
 // holdWriteLock takes the SQLite database's write lock until unlock.
 func holdWriteLock(ctx context.Context, path string) (unlock func(), err error) {

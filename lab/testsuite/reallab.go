@@ -210,6 +210,14 @@ func (l *RealLab) abandon(ctx context.Context, keys []string) {
 			Decision: workflows.DecisionAbandon, Reviewer: "faultlab", Note: "faultlab run finished with this case"})
 		if err != nil {
 			slog.Warn("faultlab: could not abandon a parked delivery", "key", key, "error", err)
+			continue
+		}
+		// Closed before the case's worker stops: the decision is recorded
+		// in the outcome ledger by a step of its own.
+		if _, err := st.Result(ctx, key, ""); err != nil {
+			if _, ok := workflows.NotDeliveredResult(err); !ok {
+				slog.Warn("faultlab: an abandoned delivery did not close", "key", key, "error", err)
+			}
 		}
 	}
 }
@@ -226,10 +234,12 @@ func serverVersion(ctx context.Context, c client.Client) (string, error) {
 }
 
 // worker starts `courier worker` over the destinations file cfg, with env
-// added to its environment.
+// added to its environment; the workers of one case share the outcome
+// ledger beside cfg.
 func (l *RealLab) worker(ctx context.Context, cfg string, env ...string) (*lab.Worker, error) {
 	return lab.StartWorker(ctx, lab.WorkerOptions{Courier: l.Courier, Destinations: cfg, Temporal: l.Temporal,
-		Env: env, Args: []string{"--log-level", "warn"}, Log: l.Log})
+		Env: env, Args: []string{"--log-level", "warn"}, Log: l.Log,
+		Ledger: "sqlite:" + filepath.Join(filepath.Dir(cfg), lab.OutcomesDB)})
 }
 
 // caseDir is a file in the case's data folder.

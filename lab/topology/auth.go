@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	batchpb "go.temporal.io/api/batch/v1"
@@ -16,6 +17,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/abde64c9/courier/activities/ledger/sqlstore"
 	"github.com/abde64c9/courier/deploy"
 	"github.com/abde64c9/courier/lab"
 	"github.com/abde64c9/courier/workflows"
@@ -90,6 +92,7 @@ func (t *topo) auth(ctx context.Context) row {
 		return r
 	}
 	r.deliveries = "1"
+	check("the outcome ledger (PostgreSQL, one for every worker on both nodes) holds the delivery's receipt", t.ledgerHolds(ctx, id))
 	reader := clients["reader"]
 	_, err = reader.DescribeWorkflowExecution(ctx, id, "")
 	check("reader token: describe allowed", err)
@@ -223,4 +226,25 @@ func batchSignal(ctx context.Context, service, reviewer, reader client.Client) e
 		}
 	}
 	return fmt.Errorf("batch job %s completed, but the probe's history has no %q signal", job, probeSignal)
+}
+
+// ledgerHolds checks that the workers' shared outcome ledger recorded the
+// delivery with workflow ID id, with its receipt.
+func (t *topo) ledgerHolds(ctx context.Context, id string) error {
+	l, err := sqlstore.Open(ctx, t.ledger)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	key := strings.TrimPrefix(id, workflows.WorkflowIDPrefix)
+	e, ok, err := l.Get(ctx, key)
+	switch {
+	case err != nil:
+		return err
+	case !ok:
+		return fmt.Errorf("no row for %s in %s", key, l.Where())
+	case e.Status != string(workflows.StatusCreated) || len(e.Receipt) == 0 || e.WorkflowID != id:
+		return fmt.Errorf("the row for %s is %+v, not its created receipt", key, e)
+	}
+	return nil
 }

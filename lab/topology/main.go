@@ -41,6 +41,8 @@ type topo struct {
 	// server and sqlTool are the pinned Temporal server and
 	// temporal-sql-tool (both named by their commands, hence a folder each).
 	server, sqlTool string
+	// ledger is the workers' outcome ledger, once up has set it up.
+	ledger string
 }
 
 // stateDir is the state folder, in the checkout's root (git-ignored).

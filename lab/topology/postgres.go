@@ -39,6 +39,9 @@ var databases = []struct{ name, schema string }{
 type postgres struct {
 	base     string
 	maxConns int
+	// ledger is the workers' outcome ledger: the courier role's database,
+	// which .ci/postgres.sh creates beside Temporal's.
+	ledger string
 }
 
 func pgBase() string { return fmt.Sprintf("/tmp/courier-postgres-%d", deploy.PostgresPort) }
@@ -57,9 +60,11 @@ func (t *topo) postgres(ctx context.Context, fresh bool) (postgres, error) {
 	cmd.Env = append(cleanEnv(), fmt.Sprintf("COURIER_PG_PORT=%d", deploy.PostgresPort))
 	cmd.Stderr = logf
 	out, err := cmd.Output()
-	if last := lastLine(out); err != nil || !strings.HasPrefix(last, "export ") {
+	last := lastLine(out)
+	if err != nil || !strings.HasPrefix(last, "export ") {
 		return pg, fmt.Errorf(".ci/postgres.sh failed (%v); see %s:\n%s", err, t.procFile("postgres", "log"), t.logTail("postgres"))
 	}
+	_, pg.ledger, _ = strings.Cut(last, "=")
 	db, err := pg.superuser(ctx)
 	if err != nil {
 		return pg, err

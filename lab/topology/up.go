@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
+	"github.com/abde64c9/courier/activities/ledger/sqlstore"
 	"github.com/abde64c9/courier/deploy"
 	"github.com/abde64c9/courier/lab"
 )
@@ -128,13 +129,19 @@ func (t *topo) up(ctx context.Context, nodes int, fresh bool) error {
 	if err != nil {
 		return err
 	}
+	// The setup step creates the ledger's table, as it does Temporal's
+	// schemas: the workers' role need not create anything.
+	if err := sqlstore.Init(ctx, pg.ledger); err != nil {
+		return fmt.Errorf("outcome ledger: %w", err)
+	}
+	t.ledger = pg.ledger
 	dests := filepath.Join(t.dir, lab.DestinationsFile)
 	if err := lab.WriteDestinations(dests, lab.Destinations(sandboxURL, filepath.Join(t.dir, lab.LedgerDB), budget)); err != nil {
 		return err
 	}
 	for i := 1; i <= workerCount; i++ {
 		n := ns[(i-1)%len(ns)]
-		if err := t.ensureWorker(ctx, i, n, prev.Via[workerName(i)] == n.N, courier, dests, tmp, worker); err != nil {
+		if err := t.ensureWorker(ctx, i, n, prev.Via[workerName(i)] == n.N, courier, dests, pg.ledger, tmp, worker); err != nil {
 			return err
 		}
 		st.Via[workerName(i)] = n.N
@@ -292,7 +299,7 @@ func (t *topo) ensureSandbox(ctx context.Context, courierLab string) (string, er
 // ensureWorker starts worker i on node n's frontend with the worker's
 // token unless it runs there already (same: it was on n before); one on
 // another node is stopped first.
-func (t *topo) ensureWorker(ctx context.Context, i int, n deploy.Node, same bool, courier, dests string, tmp *lab.Temporal, token string) error {
+func (t *topo) ensureWorker(ctx context.Context, i int, n deploy.Node, same bool, courier, dests, ledger string, tmp *lab.Temporal, token string) error {
 	name := workerName(i)
 	if t.pid(name) != 0 {
 		if same {
@@ -314,6 +321,8 @@ func (t *topo) ensureWorker(ctx context.Context, i int, n deploy.Node, same bool
 		Env:         append([]string{"TEMPORAL_ADDRESS=" + n.FrontendAddr(), "TEMPORAL_NAMESPACE=default"}, lab.ClientEnv(token)...),
 		MetricsAddr: fmt.Sprintf("127.0.0.1:%d", deploy.WorkerMetricsPort+i-1),
 		Log:         logf, Detach: true,
+		// Every worker, on every node, shares one PostgreSQL ledger.
+		Ledger: ledger,
 	})
 	if err != nil {
 		return fmt.Errorf("%s: %w; see %s", name, err, t.procFile(name, "log"))
@@ -331,7 +340,7 @@ func (t *topo) print(ns []deploy.Node, pg postgres, sandboxURL string, took time
 	}
 	w := os.Stdout
 	fmt.Fprintf(w, "Courier's topology is up (%d node(s), %s); state and logs in %s/\n", len(ns), took.Round(100*time.Millisecond), rel(t.dir))
-	fmt.Fprintf(w, "  postgresql  127.0.0.1:%d  databases temporal, temporal_visibility (max_connections %d)\n", deploy.PostgresPort, pg.maxConns)
+	fmt.Fprintf(w, "  postgresql  127.0.0.1:%d  databases temporal, temporal_visibility (max_connections %d); courier (the outcome ledger)\n", deploy.PostgresPort, pg.maxConns)
 	for _, n := range ns {
 		fmt.Fprintf(w, "  node %d      frontend %s  http 127.0.0.1:%d  metrics %s  pid %d\n",
 			n.N, n.FrontendAddr(), n.FrontendHTTP, n.MetricsURL(), t.pid(nodeName(n.N)))

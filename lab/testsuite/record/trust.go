@@ -164,7 +164,7 @@ func recordScenarios(ctx context.Context, tmp *lab.Temporal, courier, dir string
 		return nil, nil, err
 	}
 	w, err := lab.StartWorker(ctx, lab.WorkerOptions{Courier: courier, Destinations: file, Temporal: tmp,
-		Args: []string{"--log-level", "warn"}, Log: os.Stderr})
+		Args: []string{"--log-level", "warn"}, Log: os.Stderr, Ledger: "sqlite:" + filepath.Join(dir, lab.OutcomesDB)})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,4 +1,4 @@
-package ledger
+package sqlstore
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/abde64c9/courier/activities/ledger"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
@@ -40,7 +41,7 @@ func TestPostgres(t *testing.T) {
 	run := "ledger-test-" + strings.ToLower(rand.Text()[:10]) + "-"
 
 	testStore(t, harness{
-		open: func(t *testing.T) Store {
+		open: func(t *testing.T) ledger.Store {
 			s, err := Open(ctx, dsn)
 			require.NoError(t, err)
 			t.Cleanup(func() { require.NoError(t, s.Close()) })
@@ -118,7 +119,7 @@ func TestPostgresMissingTable(t *testing.T) {
 	require.NoError(t, Init(ctx, other))
 	s, err := Open(ctx, other)
 	require.NoError(t, err)
-	require.NoError(t, s.Put(ctx, Entry{Key: uuid.NewString(), Status: "created"}))
+	require.NoError(t, s.Put(ctx, ledger.Entry{Key: uuid.NewString(), Status: "created"}))
 	require.NoError(t, s.Close())
 }
 

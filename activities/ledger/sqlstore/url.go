@@ -1,4 +1,4 @@
-package ledger
+package sqlstore
 
 import (
 	"database/sql"
@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/abde64c9/courier/internal/sqlitedsn"
 	_ "github.com/jackc/pgx/v5/stdlib" // driver "pgx"
 	_ "modernc.org/sqlite"             // driver "sqlite"
 )
@@ -62,35 +63,7 @@ func parseSQLite(rest string) (target, error) {
 	} else if !fi.IsDir() {
 		return target{}, fmt.Errorf("ledger: %s: %s is not a folder", where, dir)
 	}
-	return target{driver: driverSQLite, dsn: sqliteDSN(rest), where: where}, nil
-}
-
-// sqliteDSN adds what several writing processes on one host need, unless
-// the URL sets it (as activities/sqldest does for its tables):
-//   - busy_timeout: a writer waits for the lock instead of failing SQLITE_BUSY;
-//   - WAL: readers do not block the writer;
-//   - _txlock=immediate: BEGIN takes the write lock, so waiting happens under
-//     busy_timeout, never as an unretryable lock upgrade.
-func sqliteDSN(dsn string) string {
-	_, query, _ := strings.Cut(dsn, "?")
-	var add []string
-	for _, p := range []struct{ param, mentioned, alias string }{
-		{"_pragma=busy_timeout(10000)", "busy_timeout", "_timeout"},
-		{"_pragma=journal_mode(WAL)", "journal_mode", "_journal"},
-		{"_txlock=immediate", "_txlock", "_txlock"},
-	} {
-		if !strings.Contains(query, p.mentioned) && !strings.Contains(query, p.alias) {
-			add = append(add, p.param)
-		}
-	}
-	if len(add) == 0 {
-		return dsn
-	}
-	sep := "?"
-	if strings.Contains(dsn, "?") {
-		sep = "&"
-	}
-	return dsn + sep + strings.Join(add, "&")
+	return target{driver: driverSQLite, dsn: sqlitedsn.Shared(rest), where: where}, nil
 }
 
 func parsePostgres(raw string) (target, error) {

@@ -1,4 +1,4 @@
-package ledger
+package sqlstore
 
 import (
 	"context"
@@ -10,19 +10,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/abde64c9/courier/activities/ledger"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 )
 
 // harness is one database the shared cases run against.
 type harness struct {
-	open   func(t *testing.T) Store  // a Store on the ledger under test, closed after t
-	key    func(t *testing.T) string // a key no other run uses; its row is removed after t
-	shared bool                      // the table may hold rows of others (PostgreSQL): counts are lower bounds
+	open   func(t *testing.T) ledger.Store // a ledger.Store on the ledger under test, closed after t
+	key    func(t *testing.T) string       // a key no other run uses; its row is removed after t
+	shared bool                            // the table may hold rows of others (PostgreSQL): counts are lower bounds
 }
 
 // normalized is e as a Get returns it: times truncated to the microsecond, in UTC.
-func normalized(e Entry) Entry {
+func normalized(e ledger.Entry) ledger.Entry {
 	if !e.FirstAttempt.IsZero() {
 		e.FirstAttempt = e.FirstAttempt.UTC().Truncate(time.Microsecond)
 	}
@@ -32,7 +33,7 @@ func normalized(e Entry) Entry {
 
 // requireEntry compares times with Equal and their zone, the rest exactly
 // (a nil receipt is not an empty one).
-func requireEntry(t *testing.T, want, got Entry) {
+func requireEntry(t *testing.T, want, got ledger.Entry) {
 	t.Helper()
 	for _, p := range []struct {
 		name      string
@@ -49,7 +50,7 @@ func requireEntry(t *testing.T, want, got Entry) {
 	require.Equal(t, want, got)
 }
 
-func mustGet(t *testing.T, s Store, key string) Entry {
+func mustGet(t *testing.T, s ledger.Store, key string) ledger.Entry {
 	t.Helper()
 	e, ok, err := s.Get(context.Background(), key)
 	require.NoError(t, err)
@@ -57,12 +58,12 @@ func mustGet(t *testing.T, s Store, key string) Entry {
 	return e
 }
 
-func requireMissing(t *testing.T, s Store, key string) {
+func requireMissing(t *testing.T, s ledger.Store, key string) {
 	t.Helper()
 	e, ok, err := s.Get(context.Background(), key)
 	require.NoError(t, err)
 	require.False(t, ok, "row for %s: %+v", key, e)
-	require.Equal(t, Entry{}, e)
+	require.Equal(t, ledger.Entry{}, e)
 }
 
 // testStore is every behaviour both databases must share.
@@ -73,8 +74,8 @@ func testStore(t *testing.T, h harness) {
 	first := time.Date(2031, 7, 9, 10, 11, 12, 123456789, zone)
 	recorded := first.Add(90*time.Second + 987)
 
-	full := func(key string) Entry {
-		return Entry{Key: key, Fingerprint: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+	full := func(key string) ledger.Entry {
+		return ledger.Entry{Key: key, Fingerprint: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
 			Status: "created", Destination: "helpdesk", Receipt: []byte(`{"resource_id":"T-1","status":"created"}`),
 			WorkflowID: "courier/" + key, RunID: "run-1", Principal: "alice@example.com",
 			FirstAttempt: first, Recorded: recorded}
@@ -86,16 +87,16 @@ func testStore(t *testing.T, h harness) {
 
 	t.Run("put then get returns every field", func(t *testing.T) {
 		s := h.open(t)
-		for name, change := range map[string]func(*Entry){
-			"full":                 func(*Entry) {},
-			"nil receipt":          func(e *Entry) { e.Receipt = nil },
-			"empty receipt":        func(e *Entry) { e.Receipt = []byte{} },
-			"binary receipt":       func(e *Entry) { e.Receipt = []byte{0, 1, 2, 0xfe, 0xff, 0} },
-			"zero first attempt":   func(e *Entry) { e.FirstAttempt = time.Time{} },
-			"no principal":         func(e *Entry) { e.Principal = "" },
-			"pending":              func(e *Entry) { e.Status = StatusPending },
-			"whole microseconds":   func(e *Entry) { e.Recorded = time.Date(2031, 7, 9, 0, 0, 0, 5000, time.UTC) },
-			"before the unix time": func(e *Entry) { e.FirstAttempt = time.Date(1969, 12, 31, 23, 59, 59, 999999999, time.UTC) },
+		for name, change := range map[string]func(*ledger.Entry){
+			"full":                 func(*ledger.Entry) {},
+			"nil receipt":          func(e *ledger.Entry) { e.Receipt = nil },
+			"empty receipt":        func(e *ledger.Entry) { e.Receipt = []byte{} },
+			"binary receipt":       func(e *ledger.Entry) { e.Receipt = []byte{0, 1, 2, 0xfe, 0xff, 0} },
+			"zero first attempt":   func(e *ledger.Entry) { e.FirstAttempt = time.Time{} },
+			"no principal":         func(e *ledger.Entry) { e.Principal = "" },
+			"pending":              func(e *ledger.Entry) { e.Status = ledger.StatusPending },
+			"whole microseconds":   func(e *ledger.Entry) { e.Recorded = time.Date(2031, 7, 9, 0, 0, 0, 5000, time.UTC) },
+			"before the unix time": func(e *ledger.Entry) { e.FirstAttempt = time.Date(1969, 12, 31, 23, 59, 59, 999999999, time.UTC) },
 		} {
 			t.Run(name, func(t *testing.T) {
 				in := full(h.key(t))
@@ -118,7 +119,7 @@ func testStore(t *testing.T, h harness) {
 	})
 
 	t.Run("put without a key fails", func(t *testing.T) {
-		err := h.open(t).Put(ctx, Entry{Status: "created"})
+		err := h.open(t).Put(ctx, ledger.Entry{Status: "created"})
 		require.ErrorContains(t, err, "no key")
 	})
 
@@ -126,11 +127,11 @@ func testStore(t *testing.T, h harness) {
 		s := h.open(t)
 		key := h.key(t)
 		pending := full(key)
-		pending.Status, pending.Receipt, pending.Principal = StatusPending, nil, ""
+		pending.Status, pending.Receipt, pending.Principal = ledger.StatusPending, nil, ""
 		require.NoError(t, s.Put(ctx, pending))
 
 		// Replaced, not merged: fields the second write leaves empty are empty.
-		final := Entry{Key: key, Fingerprint: "other", Status: "delivered_by_review", Destination: "ledger",
+		final := ledger.Entry{Key: key, Fingerprint: "other", Status: "delivered_by_review", Destination: "ledger",
 			Receipt: []byte("ciphertext"), WorkflowID: "wf-2", RunID: "run-2", Principal: "bob",
 			Recorded: recorded.Add(time.Hour)}
 		require.NoError(t, s.Put(ctx, final))
@@ -145,7 +146,7 @@ func testStore(t *testing.T, h harness) {
 	t.Run("delete pending removes only a pending row of the same run", func(t *testing.T) {
 		s := h.open(t)
 		pending := full(h.key(t))
-		pending.Status, pending.RunID = StatusPending, "run-a"
+		pending.Status, pending.RunID = ledger.StatusPending, "run-a"
 		require.NoError(t, s.Put(ctx, pending))
 
 		removed, err := s.DeletePending(ctx, pending.Key, "run-b")
@@ -229,7 +230,7 @@ func testStore(t *testing.T, h harness) {
 
 func sqliteHarness(t *testing.T) harness {
 	return harness{
-		open: func(t *testing.T) Store {
+		open: func(t *testing.T) ledger.Store {
 			s, err := Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"))
 			require.NoError(t, err)
 			t.Cleanup(func() { require.NoError(t, s.Close()) })
@@ -249,7 +250,7 @@ func TestSQLiteOpenCreatesFileAndTable(t *testing.T) {
 	s, err := Open(ctx, "sqlite:"+path)
 	require.NoError(t, err)
 	require.Equal(t, "sqlite "+path, s.Where())
-	require.NoError(t, s.Put(ctx, Entry{Key: "k", Status: "created"}))
+	require.NoError(t, s.Put(ctx, ledger.Entry{Key: "k", Status: "created"}))
 	require.NoError(t, s.Close())
 	require.FileExists(t, path)
 
@@ -292,7 +293,7 @@ func TestSQLiteTwoStoresShareTheFile(t *testing.T) {
 	require.NoError(t, err)
 	defer b.Close()
 
-	e := Entry{Key: uuid.NewString(), Status: StatusPending, RunID: "run-1", Recorded: time.Now()}
+	e := ledger.Entry{Key: uuid.NewString(), Status: ledger.StatusPending, RunID: "run-1", Recorded: time.Now()}
 	require.NoError(t, a.Put(ctx, e))
 	requireEntry(t, normalized(e), mustGet(t, b, e.Key))
 
@@ -300,7 +301,7 @@ func TestSQLiteTwoStoresShareTheFile(t *testing.T) {
 	require.NoError(t, b.Put(ctx, e))
 	requireEntry(t, normalized(e), mustGet(t, a, e.Key))
 
-	p := Entry{Key: uuid.NewString(), Status: StatusPending, RunID: "run-2"}
+	p := ledger.Entry{Key: uuid.NewString(), Status: ledger.StatusPending, RunID: "run-2"}
 	require.NoError(t, a.Put(ctx, p))
 	removed, err := b.DeletePending(ctx, p.Key, "run-2")
 	require.NoError(t, err)
@@ -317,7 +318,7 @@ func TestSQLiteTwoStoresShareTheFile(t *testing.T) {
 		if i%2 == 1 {
 			s = b
 		}
-		wg.Go(func() { errs[i] = s.Put(ctx, Entry{Key: keys[i], Status: "created"}) })
+		wg.Go(func() { errs[i] = s.Put(ctx, ledger.Entry{Key: keys[i], Status: "created"}) })
 	}
 	wg.Wait()
 	require.NoError(t, errors.Join(errs...))
@@ -348,12 +349,6 @@ func TestOpenRejectsOtherURLs(t *testing.T) {
 			require.Error(t, Init(context.Background(), url))
 		})
 	}
-}
-
-func TestSQLiteDSN(t *testing.T) {
-	require.Equal(t, "l.db?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_txlock=immediate", sqliteDSN("l.db"))
-	require.Equal(t, "l.db?_pragma=busy_timeout(500)&_pragma=journal_mode(WAL)&_txlock=immediate",
-		sqliteDSN("l.db?_pragma=busy_timeout(500)"))
 }
 
 func TestWherePostgres(t *testing.T) {
@@ -419,6 +414,6 @@ func TestMissingTableError(t *testing.T) {
 
 func TestPutRefusesTimesOutsideYears1To9999(t *testing.T) {
 	s := sqliteHarness(t).open(t)
-	err := s.Put(context.Background(), Entry{Key: "k", Recorded: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)})
+	err := s.Put(context.Background(), ledger.Entry{Key: "k", Recorded: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)})
 	require.ErrorContains(t, err, "outside years 1-9999")
 }

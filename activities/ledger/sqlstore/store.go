@@ -1,4 +1,4 @@
-package ledger
+package sqlstore
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/abde64c9/courier/activities/ledger"
 )
 
 const (
@@ -91,7 +93,7 @@ func newSQLStore(db *sql.DB, t target) *sqlStore {
 	s.put = "INSERT INTO " + s.table + " (" + cols + ") VALUES (" + strings.Join(vals, ", ") +
 		") ON CONFLICT (key) DO UPDATE SET " + strings.Join(sets, ", ")
 	s.deletePending = "DELETE FROM " + s.table + " WHERE key = " + ph(1) +
-		" AND status = '" + StatusPending + "' AND run_id = " + ph(2)
+		" AND status = '" + ledger.StatusPending + "' AND run_id = " + ph(2)
 	s.purge = "DELETE FROM " + s.table + " WHERE recorded < " + ph(1)
 	s.probe = "SELECT " + cols + " FROM " + s.table + " WHERE 1 = 0"
 	return s
@@ -152,15 +154,15 @@ func (s *sqlStore) probeColumns(ctx context.Context) error {
 	return rows.Close()
 }
 
-func (s *sqlStore) Get(ctx context.Context, key string) (Entry, bool, error) {
+func (s *sqlStore) Get(ctx context.Context, key string) (ledger.Entry, bool, error) {
 	var (
-		e                        Entry
+		e                        ledger.Entry
 		receipt, first, recorded any
 	)
 	err := s.db.QueryRowContext(ctx, s.get, key).Scan(&e.Key, &e.Fingerprint, &e.Status, &e.Destination, &receipt,
 		&e.WorkflowID, &e.RunID, &e.Principal, &first, &recorded)
 	if errors.Is(err, sql.ErrNoRows) {
-		return Entry{}, false, nil
+		return ledger.Entry{}, false, nil
 	}
 	if err == nil {
 		e.Receipt, err = bytesOf(receipt)
@@ -172,12 +174,12 @@ func (s *sqlStore) Get(ctx context.Context, key string) (Entry, bool, error) {
 		e.Recorded, err = timeOf(recorded)
 	}
 	if err != nil {
-		return Entry{}, false, fmt.Errorf("ledger: get %q from %s: %w", key, s.where, s.scrub.wrap(err))
+		return ledger.Entry{}, false, fmt.Errorf("ledger: get %q from %s: %w", key, s.where, s.scrub.wrap(err))
 	}
 	return e, true, nil
 }
 
-func (s *sqlStore) Put(ctx context.Context, e Entry) error {
+func (s *sqlStore) Put(ctx context.Context, e ledger.Entry) error {
 	if e.Key == "" {
 		return fmt.Errorf("ledger: put into %s: the entry has no key", s.where)
 	}
