@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
@@ -91,6 +92,9 @@ func (a *Activities) fromLedger(ctx context.Context, req Request, c contract.Con
 	case !namesEffect(e.Status):
 		if c.DeduplicatesForever() || (!e.FirstAttempt.IsZero() && c.DeduplicatesRepeat(time.Since(e.FirstAttempt))) {
 			return Outcome{}, nil, true // the destination recognises the repeat
+		}
+		if slices.Contains(req.AcknowledgedRuns, e.RunID) {
+			return Outcome{}, nil, true // a reviewer saw it named and decided retry
 		}
 		ev := ledgerEvidence(fmt.Sprintf("not sent: the outcome ledger records run %s of this operation as %s (first attempt %s): "+
 			"it may have applied it, and dedup %s would not recognise a repeat",

@@ -183,8 +183,13 @@ func TestLedgerRemembersReviews(t *testing.T) {
 		require.Equal(t, workflows.StateAwaitingReview, again.State, "not known whether the first applied it: a person decides")
 		require.Contains(t, again.Review.Evidence, "outcome ledger")
 		require.Equal(t, 1, effects(t, env, lab.DestLegacy, id))
-		_, err = st.Review(ctx, again.Key, workflows.ReviewDecision{Decision: workflows.DecisionAbandon, Reviewer: "ops", Note: "still not known"})
+		// A reviewer who saw the first run named may still send again.
+		_, err = st.Review(ctx, again.Key, workflows.ReviewDecision{Decision: workflows.DecisionRetry, Reviewer: "ops", Note: "the customer asked again"})
 		require.NoError(t, err)
+		sent, err := st.Wait(ctx, again.Key)
+		require.NoError(t, err)
+		require.Equal(t, workflows.StatusCreated, sent.Status, sent.Error)
+		require.Equal(t, 2, effects(t, env, lab.DestLegacy, id), "the reviewer's retry, and only it")
 	})
 
 	t.Run("rejected, then corrected", func(t *testing.T) {
