@@ -211,8 +211,11 @@ func (a *Activities) RecordOutcome(ctx context.Context, d Decided) error {
 	return a.recordFinal(ctx, d.Key, d.Fingerprint, d.Destination, d.Status, d.Receipt, d.Principal, own)
 }
 
-// EncodeReceipt is the receipt as the ledger keeps it, for a backfill.
-func (a *Activities) EncodeReceipt(r *Receipt) ([]byte, error) { return a.encodeReceipt(r) }
+// EncodeReceipt is the receipt as the ledger keeps it, through dc (nil: the
+// SDK's default), for a backfill.
+func EncodeReceipt(dc converter.DataConverter, r *Receipt) ([]byte, error) {
+	return (&Activities{LedgerConverter: dc}).encodeReceipt(r)
+}
 
 // encodeReceipt is the receipt as the ledger keeps it: through the worker's
 // data converter, so that with the payload codec on it is stored encrypted

@@ -21,13 +21,11 @@ func TestLedgerReceiptsEncryptedWithTheCodec(t *testing.T) {
 	require.NoError(t, err)
 	receipt := &activities.Receipt{ResourceID: "ticket-secret-42", Status: "created", StatusCode: 201, Source: activities.SourceCreated}
 
-	plain := &activities.Activities{}
-	b, err := plain.EncodeReceipt(receipt)
+	b, err := activities.EncodeReceipt(nil, receipt)
 	require.NoError(t, err)
 	require.Contains(t, string(b), "ticket-secret-42", "without the codec the receipt is stored as JSON")
 
-	sealed := &activities.Activities{LedgerConverter: c.DataConverter()}
-	b, err = sealed.EncodeReceipt(receipt)
+	b, err = activities.EncodeReceipt(c.DataConverter(), receipt)
 	require.NoError(t, err)
 	require.NotContains(t, string(b), "ticket-secret-42")
 	back, err := activities.DecodeReceipt(c.DataConverter(), b)

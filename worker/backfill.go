@@ -122,7 +122,7 @@ func backfillEntry(ctx context.Context, c client.Client, dc converter.DataConver
 		if res.Receipt == nil {
 			break // no receipt to answer with: not known
 		}
-		b, err := acts.EncodeReceipt(res.Receipt)
+		b, err := activities.EncodeReceipt(dc, res.Receipt)
 		if err != nil {
 			return ledger.Entry{}, false, err
 		}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
@@ -116,8 +117,10 @@ func Deliveries(cfg destinations.Config) *workflows.Deliveries {
 }
 
 // New returns the workers of one process: the main one on the courier task
-// queue, and one activity-only worker per rate-limited destination.
+// queue, and one activity-only worker per rate-limited destination. Every
+// activity they run first checks the run that scheduled it (genuine).
 func New(c client.Client, cfg destinations.Config, acts *activities.Activities, opts sdkworker.Options) []sdkworker.Worker {
+	opts.Interceptors = append(slices.Clone(opts.Interceptors), &genuine{})
 	main := sdkworker.New(c, workflows.TaskQueue, opts)
 	Register(main, cfg, acts)
 	main.RegisterActivityWithOptions(callers.NewJoin(c).JoinDelivery,
