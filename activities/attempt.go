@@ -159,11 +159,14 @@ const maxEarlierRunsNamed = 5
 func (a *Activities) guard(ctx context.Context, req Request) (_ Outcome, own *ledger.Entry, ok bool) {
 	c := req.Contract
 	if a.Ledger != nil {
+		// Every run that may have applied the operation marked it in the
+		// ledger before sending, so the ledger's answer is whole: no run
+		// an outsider starts adds to what is read.
 		out, mine, ok := a.fromLedger(ctx, req, *c)
 		if !ok {
 			return out, nil, false
 		}
-		own = mine
+		return Outcome{EarlierRunsChecked: !c.DeduplicatesForever()}, mine, true
 	}
 	if c.DeduplicatesForever() || req.EarlierRunsChecked {
 		return Outcome{}, own, true

@@ -44,40 +44,49 @@ func Reviewing(cfg destinations.Config) map[string]activities.Reviewing {
 	return m
 }
 
-// maxEarlierRuns bounds how many runs of one workflow ID are read; a
-// delivery ID with more than this is far outside any normal use, and the
-// first ones found already decide.
-const maxEarlierRuns = 50
-
 // earlierRuns reads a delivery's other runs from the server: the list from
-// visibility, each completed run's result from its closing event.
+// visibility, each completed run's result from its closing event. It reads
+// every Delivery run of the workflow ID, to the last page: runs anyone
+// started by hand cannot hide the one that applied the operation. With an
+// outcome ledger the activities do not ask (the ledger holds every run
+// that may have applied), so the cost of runs started by outsiders falls
+// only on workers without one.
 type earlierRuns struct{ c client.Client }
+
+// earlierRunsPage is how many runs one visibility page holds.
+const earlierRunsPage = 100
 
 func (r earlierRuns) Earlier(ctx context.Context, workflowID, runID string) ([]activities.EarlierRun, error) {
 	var out []activities.EarlierRun
 	req := &workflowservice.ListWorkflowExecutionsRequest{
-		Query:    fmt.Sprintf("WorkflowId = '%s'", strings.ReplaceAll(workflowID, "'", "")),
-		PageSize: maxEarlierRuns,
+		Query: fmt.Sprintf("WorkflowId = '%s' AND WorkflowType = '%s'",
+			strings.ReplaceAll(workflowID, "'", ""), workflows.WorkflowType),
+		PageSize: earlierRunsPage,
 	}
-	// One full page holds them all: stopping at the bound reads no other.
 	var execs []*workflowpb.WorkflowExecutionInfo
 	for e, err := range visibility.Executions(ctx, r.c, req) {
 		if err != nil {
 			return nil, fmt.Errorf("list runs of %s: %w", workflowID, err)
 		}
-		if execs = append(execs, e); len(execs) == maxEarlierRuns {
-			break
-		}
+		execs = append(execs, e)
 	}
 	for _, e := range execs {
 		id := e.GetExecution().GetRunId()
-		if id == runID || e.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		if id == runID {
 			continue
 		}
 		run := activities.EarlierRun{
 			RunID:  id,
 			Status: strings.ToLower(strings.TrimPrefix(e.GetStatus().String(), "WorkflowExecutionStatus")),
 			Closed: e.GetCloseTime().AsTime(),
+		}
+		if e.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			// Another run of this workflow ID cannot still be running:
+			// visibility has not caught up with its close, and until it
+			// does nothing says what it did.
+			run.Status = "closing (visibility still lists it running)"
+			out = append(out, run)
+			continue
 		}
 		switch e.GetStatus() {
 		case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, enumspb.WORKFLOW_EXECUTION_STATUS_FAILED:

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -13,6 +14,7 @@ import (
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/lab"
 	"github.com/abde64c9/courier/opkey"
+	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/worker"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -55,7 +57,7 @@ func TestWorkersServeOnlyDeliveries(t *testing.T) {
 		Contract: &unique, EarlierRunsChecked: true}
 
 	for name, start := range map[string]client.StartWorkflowOptions{
-		"another workflow type": {ID: workflows.WorkflowID(req.Key), TaskQueue: queue},
+		"another workflow type":             {ID: workflows.WorkflowID(req.Key), TaskQueue: queue},
 		"a Delivery of another workflow ID": {ID: "delivery-" + id, TaskQueue: queue},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -72,4 +74,44 @@ func TestWorkersServeOnlyDeliveries(t *testing.T) {
 			require.Equal(t, 0, effects(t, env, lab.DestLegacy, id), "nothing sent")
 		})
 	}
+}
+
+// TestGuardReadsEveryEarlierRun: a delivery created at a destination
+// without dedup, then 55 runs of its workflow ID started by hand with
+// another operation's input (each refuses itself), then the real request
+// again, on a worker with no outcome ledger: the guard reads past the 55 to
+// the run that applied it, and nothing is sent a second time.
+func TestGuardReadsEveryEarlierRun(t *testing.T) {
+	ctx, rl, env := realTest(t, 3*time.Minute)
+	c := rl.Temporal.Client()
+	ws := worker.New(c, env.Config, worker.NewActivities(c, env.Config, env.Adapters), sdkworker.Options{})
+	for _, w := range ws {
+		require.NoError(t, w.Start())
+		t.Cleanup(w.Stop)
+	}
+	st := starter.New(c)
+	id := "hidden-" + rl.RunID
+	in := lab.Input(lab.DestLegacy, id, lab.Ticket(id, "Call the customer back"))
+	first := deliverSettled(ctx, t, st, in)
+	require.Equal(t, workflows.StatusCreated, first.Status, first.Error)
+	desc, err := c.DescribeWorkflowExecution(ctx, workflows.WorkflowID(first.Key), "")
+	require.NoError(t, err)
+	firstRun := desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+
+	other := lab.Input(lab.DestLegacy, "other-"+id, lab.Ticket("other-"+id, "Not this one"))
+	for range 55 {
+		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+			ID: workflows.WorkflowID(first.Key), TaskQueue: workflows.TaskQueue,
+			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		}, workflows.WorkflowType, other)
+		require.NoError(t, err)
+		_ = run.Get(ctx, nil) // it refuses itself: another operation's input
+	}
+
+	again := deliverSettled(ctx, t, st, in)
+	require.Equal(t, workflows.StateAwaitingReview, again.State, "status %s: %s", again.Status, again.Error)
+	require.Contains(t, again.Review.Evidence, firstRun, "the evidence names the run that applied it")
+	require.Equal(t, 1, effects(t, env, lab.DestLegacy, id), "nothing sent a second time")
+	_, err = st.Review(ctx, again.Key, workflows.ReviewDecision{Decision: workflows.DecisionAbandon, Reviewer: "ops", Note: "guard test"})
+	require.NoError(t, err)
 }
