@@ -189,9 +189,11 @@ func TestExpandURL(t *testing.T) {
 	u, err := ExpandURL("https://h/{tenant}/things/{business_id}?op={operation}&ref={business_id}", v)
 	require.NoError(t, err)
 	require.Equal(t, "https://h/acme/things/order%207?op=create&ref=order+7", u)
-	u, err = ExpandURL("https://h/x/{key}", v)
+	_, err = ExpandURL("https://h/x/{key}", v)
+	require.ErrorContains(t, err, `placeholder {key}: "k/1" holds a / or \ or decodes to . or ..`, "escaped, a proxy could decode it")
+	u, err = ExpandURL("https://h/x?key={key}", v)
 	require.NoError(t, err)
-	require.Equal(t, "https://h/x/k%2F1", u, "a value stays one path segment")
+	require.Equal(t, "https://h/x?key=k%2F1", u, "in the query a separator is a value")
 
 	_, err = ExpandURL("https://h/{tenant}/x", URLValues{Key: "k"})
 	require.ErrorContains(t, err, "placeholder {tenant}: the delivery has no tenant")
@@ -214,10 +216,20 @@ func TestExpandURLRefusesDotSegments(t *testing.T) {
 		require.NoError(t, err, "in the query, %q is a value", id)
 		require.Equal(t, "https://h/things?ref="+id, u)
 	}
-	for _, id := range []string{"...", ".hidden", "v1.2", "..x", "./", "../x", "%2e%2e"} {
+	for _, id := range []string{"...", ".hidden", "v1.2", "..x", "%2ex"} {
 		u, err := ExpandURL(tmpl, URLValues{BusinessID: id})
 		require.NoError(t, err, id)
 		require.Equal(t, "https://h/things/"+url.PathEscape(id)+"/notes?ref="+url.QueryEscape(id), u)
+	}
+	// Whatever a proxy decodes before it resolves the path stays in the
+	// segment: no separator, encoded or not, and nothing that decodes to a
+	// dot-segment.
+	for _, id := range []string{"./", "../x", "../admin", `..\admin`, "%2e%2e", "%252e%252e", "..%2Fadmin", "a%5Cb"} {
+		_, err := ExpandURL(tmpl, URLValues{BusinessID: id})
+		require.ErrorContains(t, err, `holds a / or \ or decodes to . or ..`, id)
+		u, err := ExpandURL("https://h/things?ref={business_id}", URLValues{BusinessID: id})
+		require.NoError(t, err, "in the query, %q is a value", id)
+		require.Equal(t, "https://h/things?ref="+url.QueryEscape(id), u)
 	}
 
 	// A segment the value only completes is refused as well; one it is

@@ -34,6 +34,10 @@ func ExpandURL(tmpl string, v URLValues) (string, error) {
 				errs = append(errs, fmt.Errorf("unknown placeholder %s; use %s", ph, strings.Join(Placeholders, ", ")))
 			case val == "" && inPath:
 				errs = append(errs, fmt.Errorf("placeholder %s: the delivery has no %s", ph, strings.Trim(ph, "{}")))
+			case inPath && leavesSegment(val):
+				errs = append(errs, fmt.Errorf("placeholder %s: %q holds a / or \\ or decodes to . or ..: "+
+					"a proxy that decodes it before resolving the path sends the request to another resource; "+
+					"use another value, or put the placeholder in the query", ph, val))
 			}
 			if inPath {
 				return url.PathEscape(val)
@@ -61,6 +65,30 @@ func ExpandURL(tmpl string, v URLValues) (string, error) {
 		out += "?" + fill(query, false)
 	}
 	return out, errors.Join(errs...)
+}
+
+// leavesSegment says whether a value could leave its path segment once
+// escaped: it holds a separator (escaped to %2F or %5C, which some proxies
+// decode before they resolve dot-segments), or it decodes to . or ...
+func leavesSegment(val string) bool {
+	if val == "." || val == ".." {
+		return false // the dot-segment check below names it
+	}
+	if strings.ContainsAny(val, `/\`) {
+		return true
+	}
+	decoded := val
+	for range 3 { // as often as a chain of proxies might decode it
+		d, err := url.PathUnescape(decoded)
+		if err != nil || d == decoded {
+			break
+		}
+		decoded = d
+		if strings.ContainsAny(decoded, `/\`) {
+			return true
+		}
+	}
+	return decoded == "." || decoded == ".."
 }
 
 // CheckURL reports what is wrong with a URL template.

