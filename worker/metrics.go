@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"time"
 	"unicode"
@@ -43,8 +44,11 @@ type Metrics struct {
 const reportEvery = time.Second
 
 // NewMetrics makes a registry of its own, so that several workers can live
-// in one process (tests, `courier-lab dev`) without clashing.
-func NewMetrics(logger *slog.Logger) *Metrics {
+// in one process (tests, `courier-lab dev`) without clashing. Given the
+// configured destinations, a destination label any other name would take
+// (a caller's input names it) reads "unconfigured", so that outsiders
+// cannot grow the registry with a series per name they make up.
+func NewMetrics(logger *slog.Logger, destinations ...string) *Metrics {
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -65,11 +69,33 @@ func NewMetrics(logger *slog.Logger) *Metrics {
 		Separator:       tallyprom.DefaultSeparator,
 		SanitizeOptions: &sanitize,
 	}, reportEvery)
-	return &Metrics{
-		Handler: sdktally.NewMetricsHandler(sdktally.NewPrometheusNamingScope(scope)),
-		http:    reporter.HTTPHandler(),
-		scope:   closer,
+	var h client.MetricsHandler = sdktally.NewMetricsHandler(sdktally.NewPrometheusNamingScope(scope))
+	if len(destinations) > 0 {
+		known := make(map[string]bool, len(destinations))
+		for _, d := range destinations {
+			known[d] = true
+		}
+		h = knownDestinations{MetricsHandler: h, known: known}
 	}
+	return &Metrics{Handler: h, http: reporter.HTTPHandler(), scope: closer}
+}
+
+// Unconfigured is the destination label of every destination the worker's
+// file does not name.
+const Unconfigured = "unconfigured"
+
+// knownDestinations bounds the destination label to the configured names.
+type knownDestinations struct {
+	client.MetricsHandler
+	known map[string]bool
+}
+
+func (k knownDestinations) WithTags(tags map[string]string) client.MetricsHandler {
+	if d, ok := tags["destination"]; ok && !k.known[d] {
+		tags = maps.Clone(tags)
+		tags["destination"] = Unconfigured
+	}
+	return knownDestinations{MetricsHandler: k.MetricsHandler.WithTags(tags), known: k.known}
 }
 
 // HTTPHandler serves the registry in the Prometheus text format.

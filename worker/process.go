@@ -108,7 +108,7 @@ func StartProcess(ctx context.Context, o ProcessOptions) (_ *Process, err error)
 			return nil, err
 		}
 	}
-	p := &Process{log: logger, metrics: NewMetrics(logger)}
+	p := &Process{log: logger, metrics: NewMetrics(logger, o.Config.Names()...)}
 	defer func() {
 		if err != nil {
 			p.close()

@@ -3,6 +3,8 @@ package worker
 import (
 	"errors"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -36,4 +38,20 @@ func TestReachabilityThreshold(t *testing.T) {
 	require.Empty(t, r.problem(), "the threshold counts from the last success")
 	require.Equal(t, 1, strings.Count(logs.String(), "cannot reach Temporal"), logs.String())
 	require.Equal(t, 1, strings.Count(logs.String(), "reaching Temporal again"), logs.String())
+}
+
+// TestMetricsBoundDestinations: a destination label the worker's file does
+// not name reads "unconfigured", however many names callers make up.
+func TestMetricsBoundDestinations(t *testing.T) {
+	m := NewMetrics(nil, "helpdesk")
+	for _, d := range []string{"helpdesk", "made-up-1", "made-up-2"} {
+		m.Handler.WithTags(map[string]string{"destination": d}).WithTags(map[string]string{"status": "created"}).Counter("courier_test_total").Inc(1)
+	}
+	require.NoError(t, m.Close())
+	rec := httptest.NewRecorder()
+	m.HTTPHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	body := rec.Body.String()
+	require.Contains(t, body, `courier_test_total{destination="helpdesk",status="created"} 1`)
+	require.Contains(t, body, `courier_test_total{destination="unconfigured",status="created"} 2`)
+	require.NotContains(t, body, "made-up")
 }
