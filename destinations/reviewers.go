@@ -113,3 +113,15 @@ func (c Config) ReviewersOf(name string) (names []string, policy *reviewproof.Po
 	}
 	return rs.Names(), policy
 }
+
+// Unproven are the destinations whose reviewers have no keys: a decision
+// there carries no proof, and any name typed as a reviewer's decides.
+func (c Config) Unproven() []string {
+	var out []string
+	for _, name := range c.Names() {
+		if _, policy := c.ReviewersOf(name); policy == nil {
+			out = append(out, name)
+		}
+	}
+	return out
+}

@@ -120,6 +120,10 @@ func StartProcess(ctx context.Context, o ProcessOptions) (_ *Process, err error)
 	for _, w := range append(o.Config.Warnings(), p.adapters.Warnings...) {
 		logger.Warn(w)
 	}
+	if names := o.Config.Unproven(); len(names) > 0 {
+		logger.Warn("reviews at these destinations carry no proof: their reviewers have no keys, so any name typed as a reviewer's decides; "+
+			"give them keys (courier review keygen) where a decision must be proven", "destinations", names)
+	}
 	if o.MetricsAddr != "" {
 		if err := p.listenMetrics(o.MetricsAddr); err != nil {
 			return nil, err

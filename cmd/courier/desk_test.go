@@ -161,7 +161,8 @@ func TestDestinationDesk(t *testing.T) {
 		require.Equal(t, cli.CodeOK, r.code, r.stderr)
 		t.Logf("courier destination status:\n%s", r.stdout)
 		lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
-		require.Len(t, lines, 9, r.stdout)
+		require.Len(t, lines, 10, r.stdout)
+		require.Equal(t, "Unproven reviews (no reviewer keys: any typed name decides): crm, helpdesk, helpdesk-once, ignoring, ledger, legacy", lines[9])
 		require.Regexp(t, `^Horizon: no outcome ledger \(\$COURIER_LEDGER\): a repeat is recognised only while the namespace keeps its run \(\S+\)$`, lines[8])
 		for _, l := range lines {
 			require.LessOrEqual(t, utf8.RuneCountInString(l), 120, "%q", l)

@@ -265,6 +265,11 @@ restores it, each starting a new gate.`,
 			kept = ns.GetConfig().GetWorkflowExecutionRetentionTtl().AsDuration()
 		}
 		fmt.Fprintf(c.OutOrStdout(), "\nHorizon: %s\n", horizon(ledgerURL(""), retention, kept))
+		if cfg != nil {
+			if names := cfg.Unproven(); len(names) > 0 {
+				fmt.Fprintf(c.OutOrStdout(), "Unproven reviews (no reviewer keys: any typed name decides): %s\n", strings.Join(names, ", "))
+			}
+		}
 		return nil
 	}
 	return c
