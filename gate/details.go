@@ -32,10 +32,10 @@ func details(s DestinationState, namespace string) string {
 		name, workflows.UIListPath(namespace, workflows.HeldQuery(s.Name)),
 		name, workflows.UIListPath(namespace, workflows.ParkedQuery(s.Name))))
 	resume := workflows.ResumeCommand(s.Name)
-	pause := text.Command("courier destination pause "+s.Name, `--reason "why"`, "--by <YOUR-NAME>")
+	pause := text.Command("courier destination pause "+text.Shell(s.Name), `--reason "why"`, "--by <YOUR-NAME>")
 	if s.Signed {
-		resume = text.Command("courier destination resume "+s.Name, "--key <YOUR-KEY-FILE>", `--note "why"`)
-		pause = text.Command("courier destination pause "+s.Name, `--reason "why"`, "--key <YOUR-KEY-FILE>")
+		resume = text.Command("courier destination resume "+text.Shell(s.Name), "--key <YOUR-KEY-FILE>", `--note "why"`)
+		pause = text.Command("courier destination pause "+text.Shell(s.Name), `--reason "why"`, "--key <YOUR-KEY-FILE>")
 	}
 	switch s.State {
 	case Paused:

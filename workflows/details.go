@@ -43,7 +43,7 @@ func ReviewCommands(key string) string {
 // ResumeCommand resumes a destination: it ends a pause and closes an open
 // breaker at once, and the gate releases the deliveries held there.
 func ResumeCommand(dest string) string {
-	return text.Command("courier destination resume "+dest, "--by <YOUR-NAME>", `--note "why"`)
+	return text.Command("courier destination resume "+text.Shell(dest), "--by <YOUR-NAME>", `--note "why"`)
 }
 
 // reviewTemplate is the review update's input, for the web UI's Send an
@@ -128,7 +128,7 @@ func (d *delivery) details() string {
 			"and says why, a signal is ignored silently), name `review`, with:\n\n" + text.Fence(reviewTemplate) +
 			"\n\n(`decision` is `retry`, `delivered` or `abandon`; `resource_id` only with `delivered`.)" +
 			"\n\nMany parked here at once (after an outage): preview, then decide them in one batch job:\n\n" +
-			text.Fence(text.Command("courier review --all", "--destination "+d.in.Destination, "--decision retry",
+			text.Fence(text.Command("courier review --all", "--destination "+text.Shell(d.in.Destination), "--decision retry",
 				"--reviewer <YOUR-NAME>", `--note "why"`, "--dry-run")))
 	}
 	if r := d.res.Review; r != nil {

@@ -319,9 +319,11 @@ func printDesk(stdout, stderr io.Writer, desk []gateclient.Status) error {
 		if n := len(g.Transitions); n > 0 {
 			t := g.Transitions[n-1]
 			// One line however the reason was typed.
-			why = strings.Join(strings.Fields(t.Why), " ") + " (" + t.By + ")"
+			why = strings.Join(strings.Fields(text.Printable(t.Why)), " ") + " (" + text.Printable(t.By) + ")"
 		}
-		rows = append(rows, []string{g.Name, dedup, state, since, breaker,
+		// A gate's name and its transitions' words are whoever wrote them:
+		// no terminal escape reaches the operator's screen.
+		rows = append(rows, []string{text.Printable(g.Name), dedup, state, since, breaker,
 			strconv.FormatInt(g.Parked, 10), strconv.FormatInt(g.Held, 10), strconv.FormatInt(g.Retrying, 10)})
 		whys = append(whys, why)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/abde64c9/courier/internal/cli"
+	"github.com/abde64c9/courier/internal/text"
 	"github.com/abde64c9/courier/starter"
 )
 
@@ -85,7 +86,9 @@ func list(ctx context.Context, s *starter.Client, o starter.ListOptions, asJSON 
 		if d.Held != "" {
 			state = d.Held // "paused: <reason>"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", d.Key, state, d.Destination, d.Operation, d.BusinessID,
+		// Search attributes any client may set: no terminal escape passes.
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", text.Printable(d.Key), text.Printable(state),
+			text.Printable(d.Destination), text.Printable(d.Operation), text.Printable(d.BusinessID),
 			d.Started.Local().Format(time.DateTime))
 	}
 	return tw.Flush()

@@ -59,3 +59,27 @@ func TestWrap(t *testing.T) {
 		}
 	}
 }
+
+func TestShell(t *testing.T) {
+	for in, want := range map[string]string{
+		"legacy":                "legacy",
+		"stripe-eu.v2":          "stripe-eu.v2",
+		"legacy; curl x | sh #": `'legacy; curl x | sh #'`,
+		"it's":                  `'it'\''s'`,
+		"":                      "''",
+		"$(rm -rf ~)":           `'$(rm -rf ~)'`,
+		"a\nb":                  "'a\nb'",
+	} {
+		if got := Shell(in); got != want {
+			t.Errorf("Shell(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestPrintable(t *testing.T) {
+	for in, want := range map[string]string{"legacy\x1b[31m red": "legacy[31m red", "a\u009bb": "ab", "Zürich": "Zürich"} {
+		if got := Printable(in); got != want {
+			t.Errorf("Printable(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
