@@ -35,6 +35,9 @@ type Activities struct {
 	Contracts map[string]contract.Contract
 	Reviewers []string
 	Reviewing map[string]Reviewing
+	// Tenants, by destination, are the only tenants whose deliveries may
+	// use it; a destination not in it serves every tenant.
+	Tenants map[string][]string
 	// Runs reads earlier runs before an attempt that a repeat would
 	// duplicate; without it such an attempt is not sent.
 	Runs Runs

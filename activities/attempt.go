@@ -51,6 +51,12 @@ func (a *Activities) Attempt(ctx context.Context, req Request) (Outcome, error) 
 		return Outcome{}, err
 	}
 	defer stop()
+	if ts, ok := a.Tenants[req.Destination]; ok && !slices.Contains(ts, req.Tenant) {
+		// Its credentials are not this tenant's to use: refused before
+		// anything is sent, the key not consumed.
+		return Outcome{Class: contract.ClassRejected, Terms: current,
+			Error: fmt.Sprintf("not sent: tenant %q may not use destination %q", req.Tenant, req.Destination)}, nil
+	}
 	var probe bool
 	if a.Gate != nil {
 		var hold *Hold

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
@@ -59,6 +60,10 @@ type Destination struct {
 	// Reviewers, when set, replaces the file's reviewers for this
 	// destination's deliveries.
 	Reviewers Reviewers `json:"reviewers,omitempty"`
+
+	// Tenants, when set, are the only tenants whose deliveries may use this
+	// destination (and its credentials); left out, every tenant may.
+	Tenants []string `json:"tenants,omitempty"`
 
 	Contract contract.Contract `json:"contract"`
 }
@@ -192,6 +197,14 @@ func (d Destination) validate() error {
 	if d.RateLimit < 0 {
 		errs = append(errs, errors.New("rate_limit: must not be negative"))
 	}
+	if d.Tenants != nil && len(d.Tenants) == 0 {
+		errs = append(errs, errors.New("tenants: empty; name the tenants that may use it, or leave it out for every tenant"))
+	}
+	for i, t := range d.Tenants {
+		if strings.TrimSpace(t) == "" || t != strings.TrimSpace(t) {
+			errs = append(errs, fmt.Errorf("tenants[%d]: %q is not a tenant's name", i, t))
+		}
+	}
 	if err := errors.Join(d.Contract.Validate(), validateKeyPlacement(d.Contract)); err != nil {
 		errs = append(errs, prefixed("contract.", err))
 	}
@@ -259,4 +272,10 @@ func prefixed(prefix string, err error) error {
 		errs = append(errs, errors.New(prefix+line))
 	}
 	return errors.Join(errs...)
+}
+
+// Allows says whether the tenant's deliveries may use the destination: one
+// without tenants serves every tenant.
+func (d Destination) Allows(tenant string) bool {
+	return d.Tenants == nil || slices.Contains(d.Tenants, tenant)
 }

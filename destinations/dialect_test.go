@@ -275,3 +275,23 @@ func TestExampleFilesLoad(t *testing.T) {
 		require.False(t, strings.Contains(string(b), "whsec_"), "%s: a secret never goes in the file", f)
 	}
 }
+
+// TestTenants: a destination may name the tenants that may use it; an
+// empty list or a blank name is refused, saying how to fix it.
+func TestTenants(t *testing.T) {
+	file := func(tenants string) []byte {
+		return []byte(`{"destinations": {"crm": {"adapter": "http", "url": "https://crm.example/tickets", ` + tenants + `
+  "contract": {"dedup": "key", "key_header": "Idempotency-Key", "retry": {"max_attempts": 3, "attempt_timeout": "5s", "deadline": "1m"}}}}}`)
+	}
+	cfg, err := Parse(file(`"tenants": ["acme"],`))
+	require.NoError(t, err)
+	require.True(t, cfg.Destinations["crm"].Allows("acme"))
+	require.False(t, cfg.Destinations["crm"].Allows("globex"))
+	cfg, err = Parse(file(""))
+	require.NoError(t, err)
+	require.True(t, cfg.Destinations["crm"].Allows("globex"), "no tenants named: every tenant")
+	_, err = Parse(file(`"tenants": [],`))
+	require.ErrorContains(t, err, "tenants: empty")
+	_, err = Parse(file(`"tenants": [" acme"],`))
+	require.ErrorContains(t, err, `tenants[0]: " acme" is not a tenant's name`)
+}

@@ -173,7 +173,7 @@ func StartProcess(ctx context.Context, o ProcessOptions) (_ *Process, err error)
 	acts.Gate = gates
 	acts.StopGrace = max(wo.WorkerStopTimeout-stopMargin, wo.WorkerStopTimeout/2)
 	workers := New(p.client, o.Config, acts, wo)
-	nexusWorkers, err := NexusWorkers(p.client, o.NexusTenants, wo)
+	nexusWorkers, err := NexusWorkers(p.client, o.Config, o.NexusTenants, wo)
 	if err != nil {
 		return nil, err
 	}

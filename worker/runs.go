@@ -23,7 +23,12 @@ import (
 // the client that reads a workflow ID's earlier runs.
 func NewActivities(c client.Client, cfg destinations.Config, ads *Adapters) *activities.Activities {
 	acts := &activities.Activities{Adapters: ads.ByName, Notifiers: ads.Notifiers, Contracts: cfg.Contracts(),
-		Reviewers: cfg.Reviewers.Names(), Reviewing: Reviewing(cfg)}
+		Reviewers: cfg.Reviewers.Names(), Reviewing: Reviewing(cfg), Tenants: map[string][]string{}}
+	for name, d := range cfg.Destinations {
+		if d.Tenants != nil {
+			acts.Tenants[name] = d.Tenants
+		}
+	}
 	if c != nil {
 		acts.Runs = earlierRuns{c}
 	}

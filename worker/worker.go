@@ -146,8 +146,9 @@ func New(c client.Client, cfg destinations.Config, acts *activities.Activities, 
 // NexusWorkers serve Courier's Nexus service on each tenant's task queue
 // (workflows.NexusTaskQueue), where that tenant's endpoint sends its
 // requests. They run Nexus tasks only: the deliveries they start run on
-// the courier task queue.
-func NexusWorkers(c client.Client, tenants []string, opts sdkworker.Options) ([]sdkworker.Worker, error) {
+// the courier task queue. A tenant may deliver only to the destinations
+// cfg lets it use.
+func NexusWorkers(c client.Client, cfg destinations.Config, tenants []string, opts sdkworker.Options) ([]sdkworker.Worker, error) {
 	var workers []sdkworker.Worker
 	for _, t := range tenants {
 		if err := callers.CheckTenant(t); err != nil {
@@ -156,7 +157,7 @@ func NexusWorkers(c client.Client, tenants []string, opts sdkworker.Options) ([]
 		o := opts
 		o.DisableWorkflowWorker, o.LocalActivityWorkerOnly = true, true
 		w := sdkworker.New(c, workflows.NexusTaskQueue(t), o)
-		w.RegisterNexusService(callers.NexusService(c))
+		w.RegisterNexusService(callers.NexusService(c, allows(cfg)))
 		workers = append(workers, w)
 	}
 	return workers, nil
@@ -177,4 +178,13 @@ func Run(ctx context.Context, workers []sdkworker.Worker) error {
 		w.Stop()
 	}
 	return nil
+}
+
+// allows says whether a tenant may deliver to a destination: one the file
+// does not name is left to the delivery, which parks or refuses it.
+func allows(cfg destinations.Config) func(dest, tenant string) bool {
+	return func(dest, tenant string) bool {
+		d, ok := cfg.Destinations[dest]
+		return !ok || d.Allows(tenant)
+	}
 }

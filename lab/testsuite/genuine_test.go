@@ -115,3 +115,26 @@ func TestGuardReadsEveryEarlierRun(t *testing.T) {
 	_, err = st.Review(ctx, again.Key, workflows.ReviewDecision{Decision: workflows.DecisionAbandon, Reviewer: "ops", Note: "guard test"})
 	require.NoError(t, err)
 }
+
+// TestTenantsReachOnlyTheirDestinations: a destination that names its
+// tenants refuses another tenant's delivery before anything is sent, and
+// serves its own.
+func TestTenantsReachOnlyTheirDestinations(t *testing.T) {
+	ctx, rl, env := realTest(t, 2*time.Minute)
+	d := env.Config.Destinations[lab.DestLegacy]
+	d.Tenants = []string{"acme"}
+	env.Config.Destinations[lab.DestLegacy] = d
+	rl.withWorker(t, env)
+	st := starter.New(rl.Temporal.Client())
+
+	id := "tenants-" + rl.RunID
+	other := lab.Input(lab.DestLegacy, id, lab.Ticket(id, "Globex's ticket"))
+	other.Tenant = "globex"
+	res := deliverSettled(ctx, t, st, other)
+	require.Equal(t, workflows.StatusRejected, res.Status)
+	require.Contains(t, res.Error, `tenant "globex" may not use destination "legacy"`)
+	require.Equal(t, 0, effects(t, env, lab.DestLegacy, id), "nothing sent with acme's credentials")
+
+	own := deliverSettled(ctx, t, st, lab.Input(lab.DestLegacy, id, lab.Ticket(id, "Acme's ticket")))
+	require.Equal(t, workflows.StatusCreated, own.Status, own.Error)
+}

@@ -39,8 +39,8 @@ func CheckTenant(tenant string) error {
 // workers serve on each tenant's task queue (workflows.NexusTaskQueue). The
 // tenant of a delivery is the one whose task queue the request arrived on:
 // the endpoint a caller may use decides it, never the caller's input.
-func NexusService(c client.Client) *nexus.Service {
-	h := &nexusHandler{s: starter.New(c)}
+func NexusService(c client.Client, allows func(dest, tenant string) bool) *nexus.Service {
+	h := &nexusHandler{s: starter.New(c), allows: allows}
 	svc := nexus.NewService(workflows.NexusService)
 	svc.MustRegister(temporalnexus.MustNewTemporalOperation(temporalnexus.TemporalOperationOptions[courierwf.NexusInput, workflows.DeliveryResult]{
 		Name:  workflows.NexusOperationDeliver,
@@ -56,7 +56,11 @@ func NexusService(c client.Client) *nexus.Service {
 	return svc
 }
 
-type nexusHandler struct{ s *starter.Client }
+type nexusHandler struct {
+	s *starter.Client
+	// allows says whether a tenant may use a destination.
+	allows func(dest, tenant string) bool
+}
 
 // status is the status of the tenant's delivery of in.
 func (h *nexusHandler) status(ctx context.Context, in courierwf.NexusStatusInput, _ nexus.StartOperationOptions) (workflows.DeliveryStatus, error) {
@@ -103,6 +107,10 @@ func (h *nexusHandler) deliver(ctx context.Context, nc temporalnexus.NexusClient
 	if in.Tenant != "" {
 		return nexusResult{}, failed(typedFailure(&starter.InvalidRequestError{
 			Err: fmt.Errorf("tenant: set by the endpoint (here %q), not by the caller; leave it out", tenant)}))
+	}
+	if !h.allows(in.Destination, tenant) {
+		return nexusResult{}, failed(typedFailure(&starter.InvalidRequestError{
+			Err: fmt.Errorf("destination %q: tenant %s may not use it", in.Destination, tenant)}))
 	}
 	din := workflows.DeliveryInput{
 		Operation: opkey.Operation{Tenant: tenant, Destination: in.Destination, Operation: in.Operation, BusinessID: in.BusinessID},
