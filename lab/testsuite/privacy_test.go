@@ -125,6 +125,9 @@ func encryptingClient(ctx context.Context, t *testing.T, rl *RealLab) client.Cli
 // last, as the raw bytes of its events and as JSON.
 func closedHistory(ctx context.Context, t *testing.T, c client.Client, wid string, last enumspb.EventType) (raw, text []byte) {
 	t.Helper()
+	// A review's decision is recorded in the outcome ledger before the
+	// delivery ends: wait for the end (the result may not decode here).
+	_ = c.GetWorkflow(ctx, wid, "").Get(ctx, nil)
 	h := &historypb.History{}
 	it := c.GetWorkflowHistory(ctx, wid, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	var buf bytes.Buffer
