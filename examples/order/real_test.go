@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/abde64c9/courier/courierwf"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/lab"
 	"github.com/abde64c9/courier/lab/sandbox"
 	"github.com/abde64c9/courier/opkey"
@@ -49,6 +50,14 @@ func TestOrdersOnARealServer(t *testing.T) {
 	ls, err := lab.Start(ctx, lab.Options{
 		Courier: courier, Workers: 1,
 		WorkerArgs: []string{"--nexus-tenant", lab.NexusTenant, "--nexus-tenant", otherTenant},
+		// legacy serves acme alone: its credentials are not globex's.
+		Destinations: func(url, dir string) (destinations.Config, error) {
+			cfg := lab.Destinations(url, filepath.Join(dir, lab.LedgerDB), lab.CaseBudget)
+			d := cfg.Destinations[lab.DestLegacy]
+			d.Tenants = []string{lab.NexusTenant}
+			cfg.Destinations[lab.DestLegacy] = d
+			return cfg, nil
+		},
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = ls.Close() })
@@ -134,6 +143,15 @@ func TestOrdersOnARealServer(t *testing.T) {
 		requireType(t, err, workflows.ErrInvalidRequest)
 		require.ErrorContains(t, err, "set by the endpoint")
 		s.requireEffects(lab.DestHelpdesk, "nx-claimed", 0)
+	})
+
+	t.Run("nexus: another tenant cannot use a destination that is not its", func(t *testing.T) {
+		runs := s.place(callers, "OrderViaNexus", Order{ID: "nx-not-mine", Subject: "with acme's credentials",
+			Destination: lab.DestLegacy, Endpoint: "courier-" + otherTenant}, 1)
+		_, err := s.result(runs[0])
+		requireType(t, err, workflows.ErrInvalidRequest)
+		require.ErrorContains(t, err, `destination "legacy": tenant globex may not use it`)
+		s.requireEffects(lab.DestLegacy, "nx-not-mine", 0)
 	})
 
 	t.Run("child: four callers, one effect, all get the result", func(t *testing.T) {
