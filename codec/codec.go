@@ -35,17 +35,39 @@ const (
 	EnvKeyFile = "COURIER_CODEC_KEY_FILE" // lines "id:base64-key", the first one active
 	EnvKey     = "COURIER_CODEC_KEY"      // one base64 key
 	EnvKeyID   = "COURIER_CODEC_KEY_ID"   // its id (default "default")
+	// EnvRefusePlaintext, set to 1 or true, refuses a payload that is not
+	// encrypted: once every client has the codec, a plaintext input or
+	// signal can only come from one that bypasses it.
+	EnvRefusePlaintext = "COURIER_CODEC_REFUSE_PLAINTEXT"
 )
 
 // Keys holds the AES-256 keys by id and which one encrypts.
 type Keys struct {
 	Active string
 	ByID   map[string][]byte
+	// RefusePlaintext makes Decode refuse payloads that are not encrypted;
+	// by default they pass, so history from before encryption still reads.
+	RefusePlaintext bool
 }
 
 // KeysFromEnv reads keys from COURIER_CODEC_KEY_FILE or COURIER_CODEC_KEY.
 // ok is false when neither is set: encryption is off.
 func KeysFromEnv() (keys Keys, ok bool, err error) {
+	keys, ok, err = keysFromEnv()
+	if !ok || err != nil {
+		return keys, ok, err
+	}
+	switch v := os.Getenv(EnvRefusePlaintext); strings.ToLower(v) {
+	case "", "0", "false":
+	case "1", "true":
+		keys.RefusePlaintext = true
+	default:
+		return Keys{}, false, fmt.Errorf("%s=%q: use 1 to refuse payloads that are not encrypted, or leave it unset", EnvRefusePlaintext, v)
+	}
+	return keys, true, nil
+}
+
+func keysFromEnv() (keys Keys, ok bool, err error) {
 	if path := os.Getenv(EnvKeyFile); path != "" {
 		b, err := os.ReadFile(path)
 		if err != nil {
@@ -108,13 +130,14 @@ func ParseKeys(b []byte) (Keys, error) {
 
 // Codec is an AES-256-GCM converter.PayloadCodec.
 type Codec struct {
-	active string
-	aeads  map[string]cipher.AEAD
+	active      string
+	aeads       map[string]cipher.AEAD
+	refusePlain bool
 }
 
 // New returns the codec for keys.
 func New(keys Keys) (*Codec, error) {
-	c := &Codec{active: keys.Active, aeads: map[string]cipher.AEAD{}}
+	c := &Codec{active: keys.Active, aeads: map[string]cipher.AEAD{}, refusePlain: keys.RefusePlaintext}
 	for id, key := range keys.ByID {
 		block, err := aes.NewCipher(key)
 		if err != nil {
@@ -157,11 +180,16 @@ func (c *Codec) Encode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error
 }
 
 // Decode decrypts encrypted payloads and passes others through, so history
-// written before encryption was turned on still reads.
+// written before encryption was turned on still reads; with
+// RefusePlaintext it refuses them instead.
 func (c *Codec) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error) {
 	out := make([]*commonpb.Payload, len(payloads))
 	for i, p := range payloads {
 		if string(p.GetMetadata()[MetadataEncoding]) != Encoding {
+			if c.refusePlain {
+				return nil, fmt.Errorf("payload %d is not encrypted (encoding %q): refused, since %s is set; "+
+					"its sender bypassed the codec", i, p.GetMetadata()[MetadataEncoding], EnvRefusePlaintext)
+			}
 			out[i] = p
 			continue
 		}

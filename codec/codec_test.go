@@ -171,3 +171,31 @@ func testCodec(t *testing.T) *Codec {
 	require.NoError(t, err)
 	return c
 }
+
+// TestRefusePlaintext: with COURIER_CODEC_REFUSE_PLAINTEXT, a payload that
+// is not encrypted is refused, naming the setting; by default it passes.
+func TestRefusePlaintext(t *testing.T) {
+	t.Setenv(EnvKeyFile, "")
+	t.Setenv(EnvKey, base64.StdEncoding.EncodeToString(make([]byte, 32)))
+	plain, err := converter.GetDefaultDataConverter().ToPayloads("sent without the codec")
+	require.NoError(t, err)
+
+	t.Setenv(EnvRefusePlaintext, "")
+	dc, err := FromEnv()
+	require.NoError(t, err)
+	var s string
+	require.NoError(t, dc.FromPayloads(plain, &s), "history from before encryption still reads")
+
+	t.Setenv(EnvRefusePlaintext, "1")
+	dc, err = FromEnv()
+	require.NoError(t, err)
+	require.ErrorContains(t, dc.FromPayloads(plain, &s), "is not encrypted")
+	sealed, err := dc.ToPayloads("sent with the codec")
+	require.NoError(t, err)
+	require.NoError(t, dc.FromPayloads(sealed, &s))
+	require.Equal(t, "sent with the codec", s)
+
+	t.Setenv(EnvRefusePlaintext, "maybe")
+	_, err = FromEnv()
+	require.ErrorContains(t, err, "use 1 to refuse")
+}
