@@ -53,6 +53,8 @@ func codecServerCommand() *cobra.Command {
 		if !ok {
 			return fmt.Errorf("no key: set %s (lines id:base64-key) or %s", codec.EnvKeyFile, codec.EnvKey)
 		}
+		// The web UI shows history of every age, from before encryption too.
+		keys.RefusePlaintext = false
 		cd, err := codec.New(keys)
 		if err != nil {
 			return err
