@@ -26,7 +26,9 @@ const ErrNotGenuine = "NotGenuine"
 // start workflows in the namespace can schedule an activity on Courier's
 // task queues; what the server reports of the scheduler is what they
 // cannot set.
-type genuine struct{ interceptor.WorkerInterceptorBase }
+type genuine struct {
+	interceptor.WorkerInterceptorBase
+}
 
 func (*genuine) InterceptActivity(_ context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
 	i := &genuineActivity{}
@@ -34,7 +36,9 @@ func (*genuine) InterceptActivity(_ context.Context, next interceptor.ActivityIn
 	return i
 }
 
-type genuineActivity struct{ interceptor.ActivityInboundInterceptorBase }
+type genuineActivity struct {
+	interceptor.ActivityInboundInterceptorBase
+}
 
 func (g *genuineActivity) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
 	info := activity.GetInfo(ctx)
