@@ -156,12 +156,13 @@ const maxEarlierRunsNamed = 5
 
 // guard refuses to send when an earlier run of this operation may have
 // applied the effect and the destination would not recognise a repeat of
-// it. ok is true when the attempt may send. The outcome ledger answers
-// first, for every dedup kind (it outlives the runs); then the workflow
-// ID's earlier runs are read from the server, whatever the run's memo or
-// input say (any client may set those). A destination that remembers keys
-// for ever costs no read of the runs, and a run reads them once. own is
-// this run's mark in the ledger, if an earlier attempt left one.
+// it. ok is true when the attempt may send. With an outcome ledger, the
+// ledger alone answers, for every dedup kind (it outlives the runs); own is
+// then this run's mark in it, if an earlier attempt left one. Without one,
+// the workflow ID's earlier runs are read from the server, whatever the
+// run's memo or input say (any client may set those); a destination that
+// remembers keys for ever costs no read of the runs, and a run reads them
+// once.
 func (a *Activities) guard(ctx context.Context, req Request) (_ Outcome, own *ledger.Entry, ok bool) {
 	c := req.Contract
 	if a.Ledger != nil {
@@ -175,20 +176,19 @@ func (a *Activities) guard(ctx context.Context, req Request) (_ Outcome, own *le
 		return Outcome{EarlierRunsChecked: !c.DeduplicatesForever()}, mine, true
 	}
 	if c.DeduplicatesForever() || req.EarlierRunsChecked {
-		return Outcome{}, own, true
+		return Outcome{}, nil, true
 	}
 	if a.Runs == nil {
-		return Outcome{Class: contract.ClassNotSent, Error: "not sent: this worker cannot read earlier runs"}, own, false
+		return Outcome{Class: contract.ClassNotSent, Error: "not sent: this worker cannot read earlier runs"}, nil, false
 	}
 	info := activity.GetInfo(ctx)
 	runs, err := a.Runs.Earlier(ctx, info.WorkflowExecution.ID, info.WorkflowExecution.RunID)
 	if err != nil {
-		return Outcome{Class: contract.ClassNotSent, Error: fmt.Sprintf("not sent: reading earlier runs failed: %v", err)}, own, false
+		return Outcome{Class: contract.ClassNotSent, Error: fmt.Sprintf("not sent: reading earlier runs failed: %v", err)}, nil, false
 	}
 	var blocking []EarlierRun
 	for _, r := range runs {
-		if r.NothingApplied || slices.Contains(req.AcknowledgedRuns, r.RunID) ||
-			(!r.FirstAttempt.IsZero() && c.DeduplicatesRepeat(time.Since(r.FirstAttempt))) {
+		if !r.stops(req, *c) {
 			continue
 		}
 		if len(blocking) < maxEarlierRunsNamed {
@@ -196,7 +196,7 @@ func (a *Activities) guard(ctx context.Context, req Request) (_ Outcome, own *le
 		}
 	}
 	if len(blocking) == 0 {
-		return Outcome{EarlierRunsChecked: true}, own, true
+		return Outcome{EarlierRunsChecked: true}, nil, true
 	}
 	names := make([]string, len(blocking))
 	for i, r := range blocking {
@@ -207,7 +207,17 @@ func (a *Activities) guard(ctx context.Context, req Request) (_ Outcome, own *le
 		EarlierRuns: blocking,
 		Error: fmt.Sprintf("not sent: this is not the operation's first run, and %s may have applied it: "+
 			"dedup %s would not recognise a repeat", strings.Join(names, "; "), c.Dedup),
-	}, own, false
+	}, nil, false
+}
+
+// stops says whether an earlier run stops this attempt from sending: it may
+// have applied the operation, no reviewer has let the delivery send past
+// it, and the destination would not recognise the repeat (it dedups for
+// ever, or its key was first used within its retention). The one rule for
+// the runs visibility lists and the runs the outcome ledger records.
+func (r EarlierRun) stops(req Request, c contract.Contract) bool {
+	return !r.NothingApplied && !slices.Contains(req.AcknowledgedRuns, r.RunID) && !c.DeduplicatesForever() &&
+		(r.FirstAttempt.IsZero() || !c.DeduplicatesRepeat(time.Since(r.FirstAttempt)))
 }
 
 // cutShortOnStop cancels ctx StopGrace after the worker starts stopping, so

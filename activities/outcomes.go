@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
@@ -90,19 +89,17 @@ func (a *Activities) fromLedger(ctx context.Context, req Request, c contract.Con
 			"not sent: the outcome ledger records this operation (%s, run %s) with another payload (fingerprint %s)",
 			e.Status, e.RunID, e.Fingerprint)}, nil, false
 	case !namesEffect(e.Status):
-		if c.DeduplicatesForever() || (!e.FirstAttempt.IsZero() && c.DeduplicatesRepeat(time.Since(e.FirstAttempt))) {
-			return Outcome{}, nil, true // the destination recognises the repeat
-		}
-		if slices.Contains(req.AcknowledgedRuns, e.RunID) {
-			return Outcome{}, nil, true // a reviewer saw it named and decided retry
+		earlier := EarlierRun{RunID: e.RunID, Status: e.Status + " (outcome ledger)", Closed: e.Recorded, FirstAttempt: e.FirstAttempt}
+		if !earlier.stops(req, c) {
+			return Outcome{}, nil, true
 		}
 		ev := ledgerEvidence(fmt.Sprintf("not sent: the outcome ledger records run %s of this operation as %s (first attempt %s): "+
 			"it may have applied it, and dedup %s would not recognise a repeat",
 			e.RunID, e.Status, e.FirstAttempt.UTC().Format(time.RFC3339), c.Dedup))
-		ev.EarlierRuns = []EarlierRun{{RunID: e.RunID, Status: e.Status + " (outcome ledger)", Closed: e.Recorded, FirstAttempt: e.FirstAttempt}}
+		ev.EarlierRuns = []EarlierRun{earlier}
 		return ev, nil, false
 	}
-	r, err := a.decodeReceipt(e.Receipt)
+	r, err := decodeReceipt(a.LedgerConverter, e.Receipt)
 	if err != nil || r == nil || r.ResourceID == "" {
 		return ledgerEvidence(fmt.Sprintf("not sent: the outcome ledger records this operation as %s by run %s, but its receipt cannot be read (%v)",
 			e.Status, e.RunID, err)), nil, false
@@ -164,7 +161,7 @@ func (a *Activities) settle(ctx context.Context, req Request, own, mark *ledger.
 
 // recordFinal writes the operation's final outcome for this run.
 func (a *Activities) recordFinal(ctx context.Context, key, fingerprint, destination, status string, r *Receipt, principal string, own *ledger.Entry) error {
-	b, err := a.encodeReceipt(r)
+	b, err := EncodeReceipt(a.LedgerConverter, r)
 	if err != nil {
 		return err
 	}
@@ -211,27 +208,21 @@ func (a *Activities) RecordOutcome(ctx context.Context, d Decided) error {
 	return a.recordFinal(ctx, d.Key, d.Fingerprint, d.Destination, d.Status, d.Receipt, d.Principal, own)
 }
 
-// EncodeReceipt is the receipt as the ledger keeps it, through dc (nil: the
-// SDK's default), for a backfill.
+// EncodeReceipt is the receipt as the ledger keeps it: through the data
+// converter dc (the worker's; nil: the SDK's default), so that with the
+// payload codec on it is stored encrypted as history's payloads are.
 func EncodeReceipt(dc converter.DataConverter, r *Receipt) ([]byte, error) {
-	return (&Activities{LedgerConverter: dc}).encodeReceipt(r)
-}
-
-// encodeReceipt is the receipt as the ledger keeps it: through the worker's
-// data converter, so that with the payload codec on it is stored encrypted
-// as history's payloads are.
-func (a *Activities) encodeReceipt(r *Receipt) ([]byte, error) {
 	if r == nil {
 		return nil, nil
 	}
-	p, err := a.converter().ToPayload(r)
+	p, err := orDefault(dc).ToPayload(r)
 	if err != nil {
 		return nil, fmt.Errorf("encode the receipt for the outcome ledger: %w", err)
 	}
 	return proto.Marshal(p)
 }
 
-func (a *Activities) decodeReceipt(b []byte) (*Receipt, error) {
+func decodeReceipt(dc converter.DataConverter, b []byte) (*Receipt, error) {
 	if len(b) == 0 {
 		return nil, errors.New("no receipt recorded")
 	}
@@ -240,23 +231,22 @@ func (a *Activities) decodeReceipt(b []byte) (*Receipt, error) {
 		return nil, fmt.Errorf("decode: %w", err)
 	}
 	var r Receipt
-	if err := a.converter().FromPayload(&p, &r); err != nil {
+	if err := orDefault(dc).FromPayload(&p, &r); err != nil {
 		return nil, fmt.Errorf("decode: %w", err)
 	}
 	return &r, nil
 }
 
-func (a *Activities) converter() converter.DataConverter {
-	if a.LedgerConverter != nil {
-		return a.LedgerConverter
+func orDefault(dc converter.DataConverter) converter.DataConverter {
+	if dc != nil {
+		return dc
 	}
 	return converter.GetDefaultDataConverter()
 }
 
 // DecodeReceipt reads a receipt the ledger keeps, for courier ledger show.
 func DecodeReceipt(dc converter.DataConverter, b []byte) (json.RawMessage, error) {
-	a := &Activities{LedgerConverter: dc}
-	r, err := a.decodeReceipt(b)
+	r, err := decodeReceipt(dc, b)
 	if err != nil {
 		return nil, err
 	}

@@ -38,7 +38,6 @@ func Backfill(ctx context.Context, c client.Client, l ledger.Store, dc converter
 	if dc == nil {
 		dc = converter.GetDefaultDataConverter()
 	}
-	acts := &activities.Activities{Ledger: l, LedgerConverter: dc}
 	req := &workflowservice.ListWorkflowExecutionsRequest{
 		Query: fmt.Sprintf("WorkflowType = %q AND ExecutionStatus != \"Running\"", workflows.WorkflowType),
 	}
@@ -49,12 +48,7 @@ func Backfill(ctx context.Context, c client.Client, l ledger.Store, dc converter
 		}
 		rep.Runs++
 		wid, rid := e.GetExecution().GetWorkflowId(), e.GetExecution().GetRunId()
-		entry, ok, err := backfillEntry(ctx, c, dc, acts, wid, rid, e.GetStatus(), e.GetCloseTime().AsTime())
-		if ok {
-			// The row's destination is the run's own input's (below); the
-			// visibility attribute is only a label any client may set.
-			entry.Destination = destinationOf(ctx, c, dc, wid, rid, entry.Destination)
-		}
+		entry, ok, err := backfillEntry(ctx, c, dc, wid, rid, e.GetCloseTime().AsTime())
 		if err != nil {
 			return rep, err
 		}
@@ -80,10 +74,22 @@ func Backfill(ctx context.Context, c client.Client, l ledger.Store, dc converter
 
 // backfillEntry is the ledger row a closed run stands for; ok is false for
 // a run that provably applied nothing.
-func backfillEntry(ctx context.Context, c client.Client, dc converter.DataConverter, acts *activities.Activities, wid, rid string,
-	_ enumspb.WorkflowExecutionStatus, closed time.Time) (ledger.Entry, bool, error) {
+// Key, fingerprint and destination come from the run's own input, as the
+// workflow derives them; the visibility attributes are labels any client
+// may set.
+func backfillEntry(ctx context.Context, c client.Client, dc converter.DataConverter, wid, rid string, closed time.Time) (ledger.Entry, bool, error) {
+	in, err := runInput(ctx, c, dc, wid, rid)
+	if err != nil {
+		return ledger.Entry{}, false, err
+	}
+	fp, err := opkey.Fingerprint(in.Payload)
+	if err != nil {
+		return ledger.Entry{}, false, nil // refused at its start: it sent nothing
+	}
+	e := ledger.Entry{Key: opkey.Key(in.Operation), Fingerprint: fp, Status: ledger.StatusPending,
+		Destination: in.Destination, WorkflowID: wid, RunID: rid, Recorded: closed}
 	var res workflows.DeliveryResult
-	err := c.GetWorkflow(ctx, wid, rid).Get(ctx, &res)
+	err = c.GetWorkflow(ctx, wid, rid).Get(ctx, &res)
 	if nd, ok := workflows.NotDeliveredResult(err); ok {
 		res, err = nd, nil
 	}
@@ -91,32 +97,15 @@ func backfillEntry(ctx context.Context, c client.Client, dc converter.DataConver
 	switch {
 	case errors.As(err, &failed):
 		// Stopped from outside (terminated, timed out) or failed otherwise:
-		// it may have applied the operation. Its key and fingerprint are
-		// derived from its own input, as the workflow derives them.
-		in, ierr := runInput(ctx, c, dc, wid, rid)
-		if ierr != nil {
-			return ledger.Entry{}, false, ierr
-		}
-		fp, ferr := opkey.Fingerprint(in.Payload)
-		if ferr != nil {
-			return ledger.Entry{}, false, nil // refused at its start: it sent nothing
-		}
-		return ledger.Entry{Key: opkey.Key(in.Operation), Fingerprint: fp, Status: ledger.StatusPending,
-			Destination: in.Destination, WorkflowID: wid, RunID: rid, Recorded: closed}, true, nil
+		// it may have applied the operation.
+		return e, true, nil
 	case err != nil:
 		return ledger.Entry{}, false, fmt.Errorf("read run %s of %s: %w", rid, wid, err)
 	}
-	if res.LeftNoEffect() || res.Key == "" {
+	if res.LeftNoEffect() {
 		return ledger.Entry{}, false, nil
 	}
-	e := ledger.Entry{Key: res.Key, Fingerprint: res.Fingerprint, Status: ledger.StatusPending,
-		WorkflowID: wid, RunID: rid, Recorded: closed}
-	for _, at := range res.Attempts {
-		if !at.Class.NothingApplied() {
-			e.FirstAttempt = at.Started
-			break
-		}
-	}
+	e.FirstAttempt = res.FirstApplying()
 	switch res.Status {
 	case workflows.StatusCreated, workflows.StatusDuplicate, workflows.StatusDeliveredByReview:
 		if res.Receipt == nil {
@@ -165,13 +154,4 @@ func runInput(ctx context.Context, c client.Client, dc converter.DataConverter, 
 		return in, fmt.Errorf("read the input of run %s of %s: %w", rid, wid, err)
 	}
 	return in, nil
-}
-
-// destinationOf is the destination of run rid's input; def when it cannot
-// be read.
-func destinationOf(ctx context.Context, c client.Client, dc converter.DataConverter, wid, rid, def string) string {
-	if in, err := runInput(ctx, c, dc, wid, rid); err == nil {
-		return in.Destination
-	}
-	return def
 }

@@ -109,12 +109,7 @@ func (r earlierRuns) Earlier(ctx context.Context, workflowID, runID string) ([]a
 			}
 			run.Status = string(res.Status)
 			run.NothingApplied = res.LeftNoEffect()
-			for _, at := range res.Attempts {
-				if !at.Class.NothingApplied() {
-					run.FirstAttempt = at.Started
-					break
-				}
-			}
+			run.FirstAttempt = res.FirstApplying()
 		}
 		// Any other close (terminated, failed, timed out) may have applied
 		// the effect: it counts, whatever its attempts.

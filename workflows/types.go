@@ -312,6 +312,18 @@ func (r DeliveryResult) LeftNoEffect() bool {
 	return r.LeftNoEffectIf(r.Status)
 }
 
+// FirstApplying is when the first attempt that may have applied the
+// operation started (zero if none did): a key destination remembers the key
+// from then on.
+func (r DeliveryResult) FirstApplying() time.Time {
+	for _, at := range r.Attempts {
+		if !at.Class.NothingApplied() {
+			return at.Started
+		}
+	}
+	return time.Time{}
+}
+
 // LeftNoEffectIf is LeftNoEffect for this delivery had it ended in st.
 func (r DeliveryResult) LeftNoEffectIf(st Status) bool {
 	classes := make([]contract.Class, len(r.Attempts))
