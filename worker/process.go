@@ -370,22 +370,35 @@ func Serve(ctx context.Context, o ProcessOptions) error {
 // an operation whose destination would not: while the ledger keeps its row,
 // else while the namespace keeps its run.
 func (p *Process) logHorizon(namespace string, retention time.Duration, o ProcessOptions) {
-	switch {
-	case p.ledger != nil && o.LedgerRetention > 0:
-		p.log.Info("a repeated request answers its first outcome while the outcome ledger keeps it",
-			"ledger", p.ledger.Where(), "ledger_retention", o.LedgerRetention.String())
-	case p.ledger != nil:
-		p.log.Info("a repeated request answers its first outcome for as long as the outcome ledger keeps it (for ever)",
-			"ledger", p.ledger.Where())
-	case retention > 0:
-		// Past it a repeated request starts a new delivery, which only a
-		// destination's own dedup stops.
-		p.log.Warn("no outcome ledger: a repeated request is recognised only while the namespace keeps its run (--ledger gives a longer memory)",
-			"namespace", namespace, "retention", retention.String())
-	default:
-		p.log.Warn("no outcome ledger: a repeated request is recognised only while the namespace keeps its run (--ledger gives a longer memory)",
-			"namespace", namespace)
+	if p.ledger != nil {
+		p.log.Info(Horizon(true, o.LedgerRetention, retention), "ledger", p.ledger.Where())
+		return
 	}
+	// Past it a repeated request starts a new delivery, which only a
+	// destination's own dedup stops.
+	p.log.Warn(Horizon(false, 0, retention), "namespace", namespace)
+}
+
+// The environment that names the outcome ledger and its retention, for the
+// worker and the commands that read what the workers keep.
+const (
+	EnvLedger          = "COURIER_LEDGER"
+	EnvLedgerRetention = "COURIER_LEDGER_RETENTION"
+)
+
+// Horizon says for how long a repeat of an operation is recognised: while
+// the outcome ledger keeps it (for ever, or ledgerRetention), else while
+// the namespace keeps its run (namespace, when known).
+func Horizon(ledger bool, ledgerRetention, namespace time.Duration) string {
+	switch {
+	case ledger && ledgerRetention > 0:
+		return fmt.Sprintf("a repeat answers its first outcome for %s (the outcome ledger's retention, $%s)", ledgerRetention, EnvLedgerRetention)
+	case ledger:
+		return "a repeat answers its first outcome for ever (the outcome ledger, $" + EnvLedger + ")"
+	case namespace > 0:
+		return fmt.Sprintf("no outcome ledger ($%s): a repeat is recognised only while the namespace keeps its run (%s)", EnvLedger, namespace)
+	}
+	return fmt.Sprintf("no outcome ledger ($%s): a repeat is recognised only while the namespace keeps its run", EnvLedger)
 }
 
 // ledgerPurgeEvery paces the ledger's retention sweep.

@@ -14,6 +14,7 @@ import (
 	"github.com/abde64c9/courier/internal/cli"
 	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/starter"
+	"github.com/abde64c9/courier/worker"
 	"github.com/abde64c9/courier/workflows"
 )
 
@@ -71,7 +72,7 @@ func checkDestination(file, name string) (destinations.Config, error) {
 const envDestinations = "COURIER_DESTINATIONS"
 
 // envLedger names the outcome ledger when --ledger is not given.
-const envLedger = "COURIER_LEDGER"
+const envLedger = worker.EnvLedger
 
 // ledgerURL is the outcome ledger a command uses: --ledger, else
 // $COURIER_LEDGER; empty when neither names one.
@@ -84,7 +85,7 @@ func ledgerURL(flag string) string {
 
 // envLedgerRetention is how long the workers' ledger keeps an outcome, when
 // --ledger-retention is not given; courier destination status states it.
-const envLedgerRetention = "COURIER_LEDGER_RETENTION"
+const envLedgerRetention = worker.EnvLedgerRetention
 
 // ledgerRetention is --ledger-retention when set (flag non-zero), else
 // $COURIER_LEDGER_RETENTION; zero keeps outcomes for ever.
@@ -102,21 +103,6 @@ func ledgerRetention(flag time.Duration) (time.Duration, error) {
 		return 0, cli.UsageError("ledger retention %s: use a positive duration, or 0 to keep outcomes for ever", d)
 	}
 	return d, nil
-}
-
-// horizon says for how long a repeat of an operation is recognised, for
-// an operator: what the workers' ledger keeps, else what the namespace
-// keeps.
-func horizon(ledger string, retention, namespace time.Duration) string {
-	switch {
-	case ledger != "" && retention > 0:
-		return fmt.Sprintf("a repeat answers its first outcome for %s (the outcome ledger's retention, $%s)", retention, envLedgerRetention)
-	case ledger != "":
-		return "a repeat answers its first outcome for ever (the outcome ledger, $" + envLedger + ")"
-	case namespace > 0:
-		return fmt.Sprintf("no outcome ledger ($%s): a repeat is recognised only while the namespace keeps its run (%s)", envLedger, namespace)
-	}
-	return fmt.Sprintf("no outcome ledger ($%s): a repeat is recognised only while the namespace keeps its run", envLedger)
 }
 
 // destinationsFile is the destinations file a command reads: --destinations

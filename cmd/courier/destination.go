@@ -22,6 +22,7 @@ import (
 	"github.com/abde64c9/courier/internal/cli"
 	"github.com/abde64c9/courier/internal/text"
 	"github.com/abde64c9/courier/starter"
+	"github.com/abde64c9/courier/worker"
 )
 
 func destinationCommand() *cobra.Command {
@@ -264,7 +265,7 @@ restores it, each starting a new gate.`,
 		if ns, err := tc.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: namespace}); err == nil {
 			kept = ns.GetConfig().GetWorkflowExecutionRetentionTtl().AsDuration()
 		}
-		fmt.Fprintf(c.OutOrStdout(), "\nHorizon: %s\n", horizon(ledgerURL(""), retention, kept))
+		fmt.Fprintf(c.OutOrStdout(), "\nHorizon: %s\n", worker.Horizon(ledgerURL("") != "", retention, kept))
 		if cfg != nil {
 			if names := cfg.Unproven(); len(names) > 0 {
 				fmt.Fprintf(c.OutOrStdout(), "Unproven reviews (no reviewer keys: any typed name decides): %s\n", strings.Join(names, ", "))
