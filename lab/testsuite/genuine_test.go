@@ -138,3 +138,47 @@ func TestTenantsReachOnlyTheirDestinations(t *testing.T) {
 	own := deliverSettled(ctx, t, st, lab.Input(lab.DestLegacy, id, lab.Ticket(id, "Acme's ticket")))
 	require.Equal(t, workflows.StatusCreated, own.Status, own.Error)
 }
+
+// forgedRecord schedules Courier's RecordOutcome as if a review had
+// decided delivered: a row that would answer every repeat of the
+// operation with a receipt nobody delivered.
+func forgedRecord(ctx workflow.Context, d activities.Decided) error {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue: workflows.TaskQueue, StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
+	return workflow.ExecuteActivity(ctx, workflows.ActivityRecordOutcome, d).Get(ctx, nil)
+}
+
+// TestLedgerWritesOnlyForTheirDelivery: a workflow that is not the
+// operation's Delivery cannot make Courier's worker write the outcome
+// ledger, so it cannot make a later request answer a receipt nobody
+// delivered: refused NotGenuine, no row, and the real request is sent.
+func TestLedgerWritesOnlyForTheirDelivery(t *testing.T) {
+	ctx, rl, env := realTest(t, 2*time.Minute)
+	rl.withWorker(t, env)
+	c := rl.Temporal.Client()
+	w := sdkworker.New(c, "not-courier-ledger", sdkworker.Options{})
+	w.RegisterWorkflowWithOptions(forgedRecord, workflow.RegisterOptions{Name: "ForgedRecord"})
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+
+	id := "forged-record-" + rl.RunID
+	in := lab.Input(lab.DestLegacy, id, lab.Ticket(id, "Really send it"))
+	fp, err := opkey.Fingerprint(in.Payload)
+	require.NoError(t, err)
+	key := opkey.Key(in.Operation)
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "forger-" + id, TaskQueue: "not-courier-ledger"}, "ForgedRecord",
+		activities.Decided{Key: key, Fingerprint: fp, Destination: lab.DestLegacy, Status: string(workflows.StatusDeliveredByReview),
+			Receipt: &activities.Receipt{ResourceID: "ticket-that-never-was"}})
+	require.NoError(t, err)
+	_, ok := workflows.Failure(run.Get(ctx, nil), worker.ErrNotGenuine)
+	require.True(t, ok, "refused as not genuine")
+	_, found, err := env.Outcomes.Get(ctx, key)
+	require.NoError(t, err)
+	require.False(t, found, "nothing written")
+
+	res := deliverSettled(ctx, t, starter.New(c), in)
+	require.Equal(t, workflows.StatusCreated, res.Status, res.Error)
+	require.Equal(t, 1, effects(t, env, lab.DestLegacy, id))
+}

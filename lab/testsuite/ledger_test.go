@@ -19,6 +19,7 @@ import (
 	"github.com/abde64c9/courier/activities/ledger"
 	"github.com/abde64c9/courier/lab"
 	"github.com/abde64c9/courier/lab/sandbox"
+	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -279,4 +280,27 @@ func TestLedgerRowsOfOneRun(t *testing.T) {
 	require.Equal(t, res.Fingerprint, e.Fingerprint)
 	require.Equal(t, workflows.WorkflowID(res.Key), e.WorkflowID)
 	require.NotEqual(t, ledger.StatusPending, e.Status)
+}
+
+// TestLedgerUnreadableReceiptParks: a ledger row whose receipt cannot be
+// read (damaged, or sealed with a key the worker does not hold) answers
+// nothing: the repeat parks, saying why, and nothing is sent.
+func TestLedgerUnreadableReceiptParks(t *testing.T) {
+	ctx, rl, env := realTest(t, time.Minute)
+	rl.withWorker(t, env)
+	st := starter.New(rl.Temporal.Client())
+	id := "unreadable-" + rl.RunID
+	in := lab.Input(lab.DestLegacy, id, lab.Ticket(id, "Call the customer back"))
+	fp, err := opkey.Fingerprint(in.Payload)
+	require.NoError(t, err)
+	key := opkey.Key(in.Operation)
+	require.NoError(t, env.Outcomes.Put(ctx, ledger.Entry{Key: key, Fingerprint: fp, Status: "created", Destination: lab.DestLegacy,
+		Receipt: []byte("not a payload"), WorkflowID: workflows.WorkflowID(key), RunID: "run-before"}))
+
+	res := deliverSettled(ctx, t, st, in)
+	require.Equal(t, workflows.StateAwaitingReview, res.State, "status %s: %s", res.Status, res.Error)
+	require.Contains(t, res.Review.Evidence, "its receipt cannot be read")
+	require.Equal(t, 0, effects(t, env, lab.DestLegacy, id))
+	_, err = st.Review(ctx, res.Key, workflows.ReviewDecision{Decision: workflows.DecisionAbandon, Reviewer: "ops", Note: "ledger test"})
+	require.NoError(t, err)
 }
