@@ -421,6 +421,11 @@ func TestReviewAll(t *testing.T) {
 		abandon := func(id string) {
 			_, err := st.Starter.Review(ctx, race[id], workflows.ReviewDecision{Decision: "abandon", Reviewer: "bob", Note: "by hand"})
 			require.NoError(t, err)
+			// Decided, then recorded in the outcome ledger, then ended:
+			// "decided since" here means ended.
+			s, err := st.Starter.Wait(ctx, race[id])
+			require.NoError(t, err)
+			require.Equal(t, workflows.StatusAbandoned, s.Status)
 		}
 		first3 := `CourierBusinessID IN ("race-000", "race-001", "race-002")`
 		// The deliveries themselves check the reviewer: each records the
