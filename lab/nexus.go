@@ -29,32 +29,38 @@ func NexusEndpoint(tenant string) string { return "courier-" + tenant }
 // correcting its target, and returns its name.
 func EnsureNexusEndpoint(ctx context.Context, c client.Client, ns, tenant string) (string, error) {
 	name := NexusEndpoint(tenant)
+	return name, EnsureEndpoint(ctx, c, name, ns, workflows.NexusTaskQueue(tenant))
+}
+
+// EnsureEndpoint makes the Nexus endpoint name route to taskQueue in
+// namespace ns, creating it or correcting its target.
+func EnsureEndpoint(ctx context.Context, c client.Client, name, ns, taskQueue string) error {
 	spec := &nexuspb.EndpointSpec{
 		Name: name,
 		Target: &nexuspb.EndpointTarget{Variant: &nexuspb.EndpointTarget_Worker_{Worker: &nexuspb.EndpointTarget_Worker{
-			Namespace: ns, TaskQueue: workflows.NexusTaskQueue(tenant),
+			Namespace: ns, TaskQueue: taskQueue,
 		}}},
 	}
 	ops := c.OperatorService()
 	list, err := ops.ListNexusEndpoints(ctx, &operatorservice.ListNexusEndpointsRequest{Name: name, PageSize: 1})
 	if err != nil {
-		return name, fmt.Errorf("nexus endpoint %s: %w", name, err)
+		return fmt.Errorf("nexus endpoint %s: %w", name, err)
 	}
 	for _, e := range list.GetEndpoints() {
 		w := e.GetSpec().GetTarget().GetWorker()
-		if w.GetNamespace() == ns && w.GetTaskQueue() == workflows.NexusTaskQueue(tenant) {
-			return name, nil
+		if w.GetNamespace() == ns && w.GetTaskQueue() == taskQueue {
+			return nil
 		}
 		_, err := ops.UpdateNexusEndpoint(ctx, &operatorservice.UpdateNexusEndpointRequest{Id: e.GetId(), Version: e.GetVersion(), Spec: spec})
 		if err != nil {
-			return name, fmt.Errorf("nexus endpoint %s: %w", name, err)
+			return fmt.Errorf("nexus endpoint %s: %w", name, err)
 		}
-		return name, nil
+		return nil
 	}
 	if _, err := ops.CreateNexusEndpoint(ctx, &operatorservice.CreateNexusEndpointRequest{Spec: spec}); err != nil {
-		return name, fmt.Errorf("nexus endpoint %s: %w", name, err)
+		return fmt.Errorf("nexus endpoint %s: %w", name, err)
 	}
-	return name, nil
+	return nil
 }
 
 // EnsureCallerNamespace registers namespace ns for callers (no Courier

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -57,20 +58,24 @@ func TestSmoke(t *testing.T) {
 
 	// The bare and plain sides, then the deliveries from workflow code
 	// (their counts add the caller's history to the delivery's).
-	require.Len(t, rep.History, 5)
+	require.Len(t, rep.History, 7)
 	for _, h := range rep.History {
 		require.Len(t, h.Types, h.Events)
 		require.Equal(t, "WorkflowExecutionStarted", h.Types[0])
 		require.Equal(t, "WorkflowExecutionCompleted", h.Types[len(h.Types)-1])
 		require.Positive(t, h.Timings.Caller)
 		require.Positive(t, h.Timings.Server)
-		if h.Side != SideNexus && h.Side != SideChild {
+		if !slices.Contains([]string{SideNexus, SideChild, SideBareNexus, SideBareChild}, h.Side) {
 			require.Positive(t, h.Timings.Activity)
 		}
+		// What the server billed is what the history shows: nothing
+		// outside the delivery's own history costs an action.
+		require.Equal(t, "server", h.ActionsSource, h.Side)
+		require.Equal(t, float64(h.HistoryActions), h.Actions, "%s: %v", h.Side, h.ActionKinds)
 	}
 
 	// The server's own metrics attribute its database work to each side.
-	require.Len(t, rep.ServerWork, 5)
+	require.Len(t, rep.ServerWork, 7)
 	for _, w := range rep.ServerWork {
 		require.Positive(t, w.Requests["history CreateWorkflowExecution"], w.Side)
 		require.Positive(t, w.Requests["visibility RecordWorkflowExecutionClosed"], w.Side)
@@ -168,7 +173,7 @@ func TestExternalServer(t *testing.T) {
 			require.Positive(t, s.CPUms.Server, s.Side)
 		}
 	}
-	require.Len(t, rep.ServerWork, 5)
+	require.Len(t, rep.ServerWork, 7)
 	for _, w := range rep.ServerWork {
 		require.Positive(t, w.Requests["history CreateWorkflowExecution"], w.Side)
 		require.Positive(t, w.Calls["StartWorkflowExecution"]+w.Calls["ExecuteMultiOperation"], w.Side)
@@ -297,7 +302,7 @@ func TestServerMetricForms(t *testing.T) {
 			`persistence_requests_total{namespace="bench-ext",operation="CreateWorkflowExecution",otel_scope_name="temporal",otel_scope_version="",service_name="history"} 2`,
 			`persistence_latency_milliseconds_sum{namespace="bench-ext",operation="CreateWorkflowExecution",otel_scope_name="temporal",otel_scope_version="",service_name="history"} 4`},
 	} {
-		c := serverCounters{requests: map[string]float64{}, calls: map[string]float64{}}
+		c := newServerCounters()
 		for _, line := range []string{tc.requests, tc.latency} {
 			name, labels, value, ok := parseSample(line)
 			require.True(t, ok, line)

@@ -29,13 +29,17 @@ type ServerWork struct {
 	// workers' round trips), by operation.
 	Calls      map[string]float64 `json:"calls"`
 	TotalCalls float64            `json:"total_calls"`
+	// Actions per workflow the server counted as billable (its `action`
+	// metric), by the server's action type, and their total.
+	Actions      map[string]float64 `json:"actions,omitempty"`
+	TotalActions float64            `json:"total_actions"`
 }
 
 // serverCounters are the server's cumulative counters for the workflows'
 // namespace: database requests and their time, and frontend calls.
 type serverCounters struct {
-	requests, calls map[string]float64
-	seconds         float64
+	requests, calls, actions map[string]float64
+	seconds                  float64
 	// persistence is whether the endpoint serves persistence requests at
 	// all (in any namespace).
 	persistence bool
@@ -51,7 +55,7 @@ const persistenceRequests = "persistence_requests"
 // it is left out. Visibility counters carry no namespace: they are all
 // taken, which on a server the benchmark has to itself are the workflows'.
 func scrapeServer(ctx context.Context, url, ns string) (serverCounters, error) {
-	c := serverCounters{requests: map[string]float64{}, calls: map[string]float64{}}
+	c := newServerCounters()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -76,6 +80,10 @@ func scrapeServer(ctx context.Context, url, ns string) (serverCounters, error) {
 	return c, sc.Err()
 }
 
+func newServerCounters() serverCounters {
+	return serverCounters{requests: map[string]float64{}, calls: map[string]float64{}, actions: map[string]float64{}}
+}
+
 // add counts one sample, in either framework's form, if it is namespace
 // ns's work.
 func (c *serverCounters) add(name string, labels map[string]string, value float64, ns string) {
@@ -93,6 +101,8 @@ func (c *serverCounters) add(name string, labels map[string]string, value float6
 		c.seconds += value
 	case name == "service_requests" && labels["service_name"] == "frontend":
 		c.calls[labels["operation"]] += value
+	case name == "action":
+		c.actions[labels["action_type"]] += value
 	}
 }
 
@@ -130,6 +140,15 @@ func (c serverCounters) perWorkflow(before serverCounters, side string, n int) S
 	w := ServerWork{Side: side, Samples: n}
 	w.Requests, w.TotalRequests = perWorkflow(c.requests, before.requests, n)
 	w.Calls, w.TotalCalls = perWorkflow(c.calls, before.calls, n)
+	w.Actions, w.TotalActions = perWorkflow(c.actions, before.actions, n)
+	// The server counts a batch of markers once, and each marker again
+	// under its own type "for another pricing model": billed once, as Cloud does.
+	for k, v := range w.Actions {
+		if strings.HasPrefix(k, "command_RecordMarker") {
+			delete(w.Actions, k)
+			w.TotalActions -= v
+		}
+	}
 	w.DBMs = (c.seconds - before.seconds) * 1000 / float64(n)
 	return w
 }

@@ -81,6 +81,7 @@ func targets(rep Report, o Options) []Target {
 		add("history events per happy-path delivery, "+h.Side, fmt.Sprintf("<= %d", maxHistoryEvents),
 			float64(h.Events), h.Events > 0 && h.Events <= maxHistoryEvents)
 	}
+	ts = append(ts, costTargets(rep.History)...)
 	if s := rep.Storm; s != nil {
 		answered := 0
 		for _, n := range s.Statuses {
@@ -193,11 +194,14 @@ func (r Report) Markdown(w io.Writer) {
 		p("")
 		p("### History events per workflow")
 		p("")
-		p("| side | events | bytes | event types |")
-		p("|---|---:|---:|---|")
+		p("| side | events | bytes | billable actions | actions by kind (from history) | event types |")
+		p("|---|---:|---:|---:|---|---|")
 		for _, h := range r.History {
-			p("| %s | %d | %d | %s |", h.Side, h.Events, h.Bytes, strings.Join(h.Types, ", "))
+			p("| %s | %d | %d | %s | %s | %s |", h.Side, h.Events, h.Bytes, h.actions(), kinds(h.ActionKinds), strings.Join(h.Types, ", "))
 		}
+		p("")
+		p("Billable actions are Temporal Cloud's: from the server's own `action` metric where it is at hand, " +
+			"else derived from the events (marked *). Actions by kind are derived from the events.")
 		p("")
 		p("Where one workflow's time goes, one at a time (medians of %d, ms, from the recorded event times):", r.History[0].Samples)
 		p("")

@@ -296,6 +296,14 @@ type HistoryCount struct {
 	Types      []string `json:"event_types"`
 	// Bytes is the size of the encoded events.
 	Bytes int `json:"bytes"`
+	// Actions is what Temporal Cloud bills for one workflow: the server's
+	// own count (ActionsSource "server") where its metrics are at hand,
+	// else HistoryActions. HistoryActions derives them from the events
+	// (heartbeats, queries and rejected updates leave none), by kind.
+	Actions        float64        `json:"actions"`
+	ActionsSource  string         `json:"actions_source"`
+	HistoryActions int            `json:"history_actions"`
+	ActionKinds    map[string]int `json:"action_kinds"`
 	// Medians in milliseconds over Samples workflows.
 	Samples int     `json:"samples"`
 	Timings Timings `json:"timings_ms"`
@@ -408,6 +416,19 @@ func (r *runner) history(ctx context.Context) ([]HistoryCount, []ServerWork, err
 					counted = append(slices.Clone(events), more...)
 				}
 				h.Events = len(counted)
+				h.ActionKinds = historyActions(events)
+				if s.delivery != nil {
+					for k, v := range historyActions(counted[len(events):]) {
+						h.ActionKinds[k] += v
+					}
+				}
+				h.HistoryActions = sumActions(h.ActionKinds)
+				h.Actions, h.ActionsSource = float64(h.HistoryActions), "history"
+				for _, w := range work {
+					if w.Side == s.name && w.TotalActions > 0 {
+						h.Actions, h.ActionsSource = w.TotalActions, "server"
+					}
+				}
 				for _, ev := range counted {
 					h.Types = append(h.Types, ev.GetEventType().String())
 					h.Bytes += proto.Size(ev)

@@ -93,6 +93,9 @@ func startStack(ctx context.Context, o Options) (s *stack, err error) {
 	if s.endpoint, err = lab.EnsureNexusEndpoint(ctx, s.client(), s.Temporal.Namespace, benchTenant); err != nil {
 		return s, err
 	}
+	if err = lab.EnsureEndpoint(ctx, s.client(), BareEndpoint, s.Temporal.Namespace, BareTaskQueue); err != nil {
+		return s, err
+	}
 	s.bare, err = startBare(s.Temporal.Client())
 	return s, err
 }
