@@ -172,3 +172,15 @@ func costTargets(hs []HistoryCount) []Target {
 	slices.SortFunc(ts, func(a, b Target) int { return strings.Compare(a.Name, b.Name) })
 	return ts
 }
+
+// eventSizes lists the events with their sizes: where the bytes go.
+func (h HistoryCount) eventSizes() string {
+	parts := make([]string, len(h.Types))
+	for i, t := range h.Types {
+		parts[i] = t
+		if i < len(h.EventBytes) {
+			parts[i] += fmt.Sprintf(" %d", h.EventBytes[i])
+		}
+	}
+	return strings.Join(parts, ", ")
+}

@@ -61,6 +61,7 @@ func TestSmoke(t *testing.T) {
 	require.Len(t, rep.History, 7)
 	for _, h := range rep.History {
 		require.Len(t, h.Types, h.Events)
+		require.Len(t, h.EventBytes, h.Events)
 		require.Equal(t, "WorkflowExecutionStarted", h.Types[0])
 		require.Equal(t, "WorkflowExecutionCompleted", h.Types[len(h.Types)-1])
 		require.Positive(t, h.Timings.Caller)

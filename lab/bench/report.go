@@ -194,10 +194,10 @@ func (r Report) Markdown(w io.Writer) {
 		p("")
 		p("### History events per workflow")
 		p("")
-		p("| side | events | bytes | billable actions | actions by kind (from history) | event types |")
+		p("| side | events | bytes | billable actions | actions by kind (from history) | events (bytes) |")
 		p("|---|---:|---:|---:|---|---|")
 		for _, h := range r.History {
-			p("| %s | %d | %d | %s | %s | %s |", h.Side, h.Events, h.Bytes, h.actions(), kinds(h.ActionKinds), strings.Join(h.Types, ", "))
+			p("| %s | %d | %d | %s | %s | %s |", h.Side, h.Events, h.Bytes, h.actions(), kinds(h.ActionKinds), h.eventSizes())
 		}
 		p("")
 		p("Billable actions are Temporal Cloud's: from the server's own `action` metric where it is at hand, " +

@@ -294,8 +294,10 @@ type HistoryCount struct {
 	WorkflowID string   `json:"workflow_id"`
 	Events     int      `json:"events"`
 	Types      []string `json:"event_types"`
-	// Bytes is the size of the encoded events.
-	Bytes int `json:"bytes"`
+	// Bytes is the size of the encoded events; EventBytes each one's, in
+	// order, where the bytes go.
+	Bytes      int   `json:"bytes"`
+	EventBytes []int `json:"event_bytes"`
 	// Actions is what Temporal Cloud bills for one workflow: the server's
 	// own count (ActionsSource "server") where its metrics are at hand,
 	// else HistoryActions. HistoryActions derives them from the events
@@ -431,6 +433,7 @@ func (r *runner) history(ctx context.Context) ([]HistoryCount, []ServerWork, err
 				}
 				for _, ev := range counted {
 					h.Types = append(h.Types, ev.GetEventType().String())
+					h.EventBytes = append(h.EventBytes, proto.Size(ev))
 					h.Bytes += proto.Size(ev)
 				}
 			}
