@@ -45,8 +45,8 @@ const ErrJoinPending = "JoinPending"
 // delivery-<key> taken: Temporal starts a child only under a free workflow
 // ID, so the call joins here, as starter.Client.Start does, and waits for
 // the delivery's end, heartbeating. A parked delivery keeps it waiting; each
-// attempt waits until its start-to-close timeout and the next joins again,
-// which sends nothing. Its failures are typed as the workflow's:
+// attempt waits until its start-to-close timeout (a brief join's, at most
+// BriefWait) and the next joins again, which sends nothing. Its failures are typed as the workflow's:
 // ErrInvalidRequest, ErrConflict, and ErrNotDelivered with the result as
 // details.
 func (j *Join) JoinDelivery(ctx context.Context, in workflows.DeliveryInput) (workflows.DeliveryResult, error) {
@@ -63,7 +63,9 @@ func (j *Join) JoinDelivery(ctx context.Context, in workflows.DeliveryInput) (wo
 	defer cancel()
 	res, err := j.final(wctx, h)
 	if err != nil && ctx.Err() == nil && wctx.Err() != nil {
-		return res, temporal.NewApplicationError(fmt.Sprintf("delivery %s is not final yet; the join asks again", h.Key), ErrJoinPending)
+		// Benign: expected while a delivery runs, logged at debug only.
+		return res, temporal.NewApplicationErrorWithOptions(fmt.Sprintf("delivery %s is not final yet; the join asks again", h.Key),
+			ErrJoinPending, temporal.ApplicationErrorOptions{Category: temporal.ApplicationErrorCategoryBenign})
 	}
 	return res, err
 }
