@@ -56,7 +56,7 @@ func New(secrets ...Secret) (*Redactor, []string) {
 		}
 		marker := "[redacted: " + s.Label + "]"
 		red.labels = append(red.labels, s.Label)
-		for _, f := range Forms(s.Value) {
+		for _, f := range formsOf(s.Value) {
 			if !seen[f] {
 				seen[f] = true
 				forms = append(forms, form{f, marker})
@@ -92,12 +92,12 @@ func New(secrets ...Secret) (*Redactor, []string) {
 	return red, warnings
 }
 
-// Forms are the ways a secret shows up in an echo that decoding the
+// formsOf are the ways a secret shows up in an echo that decoding the
 // answer's escapes does not reveal: as it is, base64 (std and URL
 // alphabets, padded or not), and URL-encoded with '+' for a space. Each is
 // also found with any of its characters escaped (URL or JSON), since the
 // answer and the forms are compared in their normal forms.
-func Forms(v string) []string {
+func formsOf(v string) []string {
 	b := []byte(v)
 	return []string{
 		v,
