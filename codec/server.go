@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"crypto/subtle"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +26,15 @@ import (
 // EnvServerToken is a bearer token the codec server accepts (besides those
 // of its --token-file).
 const EnvServerToken = "COURIER_CODEC_SERVER_TOKEN"
+
+// The codec server's TLS files, when its flags leave them out: PEM files of
+// its certificate (chain) and private key, and of the CAs whose client
+// certificates it requires.
+const (
+	EnvServerTLSCert     = "COURIER_CODEC_TLS_CERT"
+	EnvServerTLSKey      = "COURIER_CODEC_TLS_KEY"
+	EnvServerTLSClientCA = "COURIER_CODEC_TLS_CLIENT_CA"
+)
 
 // DefaultMaxBody bounds a request's body: the server holds one whole body
 // in memory, and a Temporal payload is at most 2 MB by default.
@@ -51,6 +62,11 @@ type ServerOptions struct {
 	MaxBody int64
 	// Log receives one line per request; refusals say why, never the body.
 	Log *slog.Logger
+	// TLSCert and TLSKey (PEM files: the certificate, then any
+	// intermediates; its private key) make it serve https only.
+	// TLSClientCA (a PEM bundle) also requires every client to present a
+	// certificate one of its CAs signed.
+	TLSCert, TLSKey, TLSClientCA string
 }
 
 // ReadTokens reads a token file: one token per line; blank lines and lines
@@ -80,14 +96,59 @@ func NewServer(c *Codec, o ServerOptions) (*http.Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	tc, err := serverTLS(o)
+	if err != nil {
+		return nil, err
+	}
 	return &http.Server{
-		Addr: o.Addr, Handler: h,
+		Addr: o.Addr, Handler: h, TLSConfig: tc,
 		// Bounded so that slow or endless clients cannot hold connections.
 		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
 		// The UI may forward a signed-in user's access token: a few KB.
 		MaxHeaderBytes: 64 << 10,
 	}, nil
+}
+
+// Serve serves srv (from NewServer) on l: https when it has a certificate.
+func Serve(srv *http.Server, l net.Listener) error {
+	if srv.TLSConfig != nil {
+		return srv.ServeTLS(l, "", "")
+	}
+	return srv.Serve(l)
+}
+
+// serverTLS is the TLS configuration o's files give; nil for none.
+func serverTLS(o ServerOptions) (*tls.Config, error) {
+	switch {
+	case o.TLSCert == "" && o.TLSKey == "" && o.TLSClientCA == "":
+		return nil, nil
+	case o.TLSCert == "" || o.TLSKey == "":
+		return nil, fmt.Errorf("--tls-cert and --tls-key (or %s and %s) go together: give both to serve https "+
+			"(--tls-client-ca needs them too), or neither", EnvServerTLSCert, EnvServerTLSKey)
+	}
+	cert, err := tls.LoadX509KeyPair(o.TLSCert, o.TLSKey)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-cert %s, --tls-key %s: %w (want PEM files: the server's certificate, then any "+
+			"intermediates, and the private key that matches it)", o.TLSCert, o.TLSKey, err)
+	}
+	if now := time.Now(); now.After(cert.Leaf.NotAfter) || now.Before(cert.Leaf.NotBefore) {
+		return nil, fmt.Errorf("--tls-cert %s: valid from %s until %s, not now: renew it", o.TLSCert,
+			cert.Leaf.NotBefore.Format(time.RFC3339), cert.Leaf.NotAfter.Format(time.RFC3339))
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+	if o.TLSClientCA != "" {
+		b, err := os.ReadFile(o.TLSClientCA)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-client-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(b) {
+			return nil, fmt.Errorf("--tls-client-ca %s holds no PEM certificate: want the CAs that sign your clients' certificates", o.TLSClientCA)
+		}
+		tc.ClientCAs, tc.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return tc, nil
 }
 
 type handler struct {

@@ -85,9 +85,13 @@ func Deliver(ctx workflow.Context, in workflows.DeliveryInput) (workflows.Delive
 	var res workflows.DeliveryResult
 	err := await(ctx, workflow.ExecuteChildWorkflow(cctx, workflows.WorkflowType, in), &res)
 	if taken(err) {
-		// Running (or closed, within the namespace's retention): join it.
+		// Running (or closed, within the namespace's retention): join it, on
+		// a queue of its own, so that waiting joins hold none of the
+		// attempts' slots. Callers that scheduled it on workflows.TaskQueue
+		// replay unchanged: the SDK matches a scheduled activity by its ID
+		// and type, not its queue.
 		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			TaskQueue:           workflows.TaskQueue,
+			TaskQueue:           workflows.JoinTaskQueue,
 			StartToCloseTimeout: joinWait,
 			HeartbeatTimeout:    joinHeartbeat,
 			// Unbounded on purpose: a parked delivery waits for a person, and

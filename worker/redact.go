@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"encoding/base64"
 	"net/url"
 	"strings"
 
@@ -33,8 +34,19 @@ func Redactor(cfg destinations.Config) (*redact.Redactor, []string) {
 			return
 		}
 		// The whole header value too, from the secret read once.
-		if v := a.HeaderValueFor(s); v != s {
+		v := a.HeaderValueFor(s)
+		if v != s {
 			secrets = append(secrets, redact.Secret{Label: label, Value: v})
+		}
+		// A Basic credential decoded, as a partner that shows who called
+		// it does: user:password, and the password alone.
+		if scheme, b64, ok := strings.Cut(v, " "); ok && strings.EqualFold(scheme, "Basic") {
+			if userPass, err := base64.StdEncoding.DecodeString(strings.TrimSpace(b64)); err == nil {
+				if _, pass, ok := strings.Cut(string(userPass), ":"); ok {
+					secrets = append(secrets, redact.Secret{Label: label, Value: string(userPass)},
+						redact.Secret{Label: label + " password", Value: pass})
+				}
+			}
 		}
 	}
 	seen := map[*destinations.Notifier]bool{}

@@ -116,16 +116,26 @@ func Deliveries(cfg destinations.Config) *workflows.Deliveries {
 	return workflows.NewDeliveries(routes, cfg.Reviewers.Names())
 }
 
+// JoinSlots is how many joins one process waits on at once: a wait holds a
+// goroutine and a long poll, none of the attempts' slots or connections.
+const JoinSlots = 1000
+
 // New returns the workers of one process: the main one on the courier task
-// queue, and one activity-only worker per rate-limited destination. Every
+// queue, the joins' on theirs (JoinSlots, whatever opts say of activity
+// slots), and one activity-only worker per rate-limited destination. Every
 // activity they run first checks the run that scheduled it (genuine).
 func New(c client.Client, cfg destinations.Config, acts *activities.Activities, opts sdkworker.Options) []sdkworker.Worker {
 	opts.Interceptors = append(slices.Clone(opts.Interceptors), &genuine{})
 	main := sdkworker.New(c, workflows.TaskQueue, opts)
 	Register(main, cfg, acts)
-	main.RegisterActivityWithOptions(callers.NewJoin(c).JoinDelivery,
+	main.RegisterActivityWithOptions(callers.NewBriefJoin(c).JoinDelivery,
 		activity.RegisterOptions{Name: workflows.ActivityJoinDelivery})
-	workers := []sdkworker.Worker{main}
+	jo := opts
+	jo.DisableWorkflowWorker, jo.MaxConcurrentActivityExecutionSize = true, JoinSlots
+	joins := sdkworker.New(c, workflows.JoinTaskQueue, jo)
+	joins.RegisterActivityWithOptions(callers.NewJoin(c).JoinDelivery,
+		activity.RegisterOptions{Name: workflows.ActivityJoinDelivery})
+	workers := []sdkworker.Worker{main, joins}
 	for _, name := range cfg.Names() {
 		d := cfg.Destinations[name]
 		if d.RateLimit <= 0 {

@@ -11,6 +11,10 @@ import (
 const (
 	// TaskQueue is where Delivery workflows and their activities run.
 	TaskQueue = "courier"
+	// JoinTaskQueue is where a caller workflow's ActivityJoinDelivery runs:
+	// a join waits for a delivery's end, and must not hold the slots the
+	// attempts on TaskQueue need.
+	JoinTaskQueue = "courier-join"
 	// WorkflowType is the registered name of the Delivery workflow.
 	WorkflowType = "Delivery"
 	// WorkflowIDPrefix + key is a delivery's workflow ID.
@@ -87,10 +91,11 @@ const (
 	// ActivityRecordOutcome writes an outcome a review decided into the
 	// workers' outcome ledger.
 	ActivityRecordOutcome = "RecordOutcome"
-	// ActivityJoinDelivery runs on task queue courier for a workflow whose
+	// ActivityJoinDelivery runs on JoinTaskQueue for a workflow whose
 	// delivery call (package courierwf) found delivery-<key> taken: a child
 	// cannot join a running workflow, so the activity joins it (or reads a
-	// closed one) and waits for its end.
+	// closed one) and waits for its end. Callers built before JoinTaskQueue
+	// schedule it on TaskQueue, where each attempt waits only briefly.
 	ActivityJoinDelivery = "JoinDelivery"
 
 	// NexusService and NexusOperationDeliver name the Nexus service Courier's

@@ -2,24 +2,17 @@ package httpdest
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"io"
 	"log"
-	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -32,6 +25,7 @@ import (
 
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/destinations"
+	"github.com/abde64c9/courier/lab/testcert"
 )
 
 // seen is one request as a test server received it.
@@ -274,12 +268,12 @@ func TestStandardWebhooksSignature(t *testing.T) {
 
 func TestMutualTLS(t *testing.T) {
 	dir := t.TempDir()
-	ca, caKey := newCert(t, nil, nil, "courier test CA", nil)
-	srvCert, srvKey := newCert(t, ca, caKey, "partner.test", []string{"partner.test"})
-	cliCert, cliKey := newCert(t, ca, caKey, "courier worker", nil)
-	caFile := writePEM(t, dir, "ca.pem", "CERTIFICATE", ca.Raw)
-	certFile := writePEM(t, dir, "client.pem", "CERTIFICATE", cliCert.Raw)
-	keyFile := writePEM(t, dir, "client-key.pem", "PRIVATE KEY", cliKey)
+	ca, caKey := testcert.New(t, nil, nil, "courier test CA", nil)
+	srvCert, srvKey := testcert.New(t, ca, caKey, "partner.test", []string{"partner.test"})
+	cliCert, cliKey := testcert.New(t, ca, caKey, "courier worker", nil)
+	caFile := testcert.WritePEM(t, dir, "ca.pem", "CERTIFICATE", ca.Raw)
+	certFile := testcert.WritePEM(t, dir, "client.pem", "CERTIFICATE", cliCert.Raw)
+	keyFile := testcert.WritePEM(t, dir, "client-key.pem", "PRIVATE KEY", cliKey)
 
 	pool := x509.NewCertPool()
 	pool.AddCert(ca)
@@ -325,40 +319,6 @@ func TestMutualTLS(t *testing.T) {
 	d.TLS = &destinations.TLS{CAFile: keyFile}
 	_, err := New("partner", d, nil)
 	require.ErrorContains(t, err, "holds no PEM certificate")
-}
-
-func newCert(t *testing.T, parent *x509.Certificate, parentKey *ecdsa.PrivateKey, cn string, dns []string) (*x509.Certificate, *ecdsa.PrivateKey) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn}, DNSNames: dns,
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-	}
-	if parent == nil {
-		tmpl.IsCA, tmpl.BasicConstraintsValid = true, true
-		parent, parentKey = tmpl, key
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
-	require.NoError(t, err)
-	c, err := x509.ParseCertificate(der)
-	require.NoError(t, err)
-	return c, key
-}
-
-func writePEM(t *testing.T, dir, name, typ string, v any) string {
-	t.Helper()
-	der, ok := v.([]byte)
-	if !ok {
-		var err error
-		der, err = x509.MarshalPKCS8PrivateKey(v)
-		require.NoError(t, err)
-	}
-	p := filepath.Join(dir, name)
-	require.NoError(t, os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600))
-	return p
 }
 
 func atoi(s string) int { n, _ := strconv.Atoi(s); return n }

@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"io"
 	"net"
@@ -22,6 +24,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/abde64c9/courier/codec"
+	"github.com/abde64c9/courier/lab/testcert"
 )
 
 // vmRSS is a process's resident memory in KiB, from /proc.
@@ -46,21 +49,8 @@ func vmRSS(t *testing.T, pid int) int {
 // its reason (and logged without its body), the right request round-trips,
 // and a 50 MB body is refused without the process reading it into memory.
 func TestCodecServerProcess(t *testing.T) {
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "courier")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Stderr = os.Stderr
-	require.NoError(t, build.Run(), "build the courier binary")
-
-	key := make([]byte, 32)
-	_, err := rand.Read(key)
-	require.NoError(t, err)
-	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, codec.EnvKey + "=" + base64.StdEncoding.EncodeToString(key)}
-	run := func(args ...string) *exec.Cmd {
-		cmd := exec.Command(bin, append([]string{"codec-server"}, args...)...)
-		cmd.Env = env
-		return cmd
-	}
+	cs := buildCodecServer(t)
+	key, dir, run := cs.key, cs.dir, cs.run
 
 	// Without a token, or without auth off a loopback address: no start.
 	out, err := run("--addr", closedPort(t)).CombinedOutput()
@@ -75,24 +65,7 @@ func TestCodecServerProcess(t *testing.T) {
 	require.NoError(t, os.WriteFile(tokens, []byte("# current\n"+token+"\n"), 0o600))
 	addr := closedPort(t)
 	const ui = "http://127.0.0.1:8233"
-	cmd := run("--addr", addr, "--token-file", tokens, "--ui-origin", ui)
-	logFile, err := os.Create(filepath.Join(dir, "codec-server.log"))
-	require.NoError(t, err)
-	defer logFile.Close()
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	log := func() string { b, _ := os.ReadFile(logFile.Name()); return string(b) }
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "the codec server did not listen: %s", log())
-		time.Sleep(50 * time.Millisecond)
-	}
+	cmd, log := cs.start(t, addr, "--token-file", tokens, "--ui-origin", ui)
 	base := "http://" + addr
 
 	// What the refused requests carry must not reach the log.
@@ -201,10 +174,146 @@ func TestCodecServerProcess(t *testing.T) {
 	require.Contains(t, logs, "status=421")
 }
 
+// codecServer is a built courier binary and the environment its
+// codec-server runs in: a fresh key, nothing else of the test's.
+type codecServer struct {
+	bin, dir string
+	key      []byte
+	env      []string
+}
+
+func buildCodecServer(t *testing.T) *codecServer {
+	t.Helper()
+	cs := &codecServer{dir: t.TempDir(), key: make([]byte, 32)}
+	cs.bin = filepath.Join(cs.dir, "courier")
+	build := exec.Command("go", "build", "-o", cs.bin, ".")
+	build.Stderr = os.Stderr
+	require.NoError(t, build.Run(), "build the courier binary")
+	_, err := rand.Read(cs.key)
+	require.NoError(t, err)
+	cs.env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + cs.dir, codec.EnvKey + "=" + base64.StdEncoding.EncodeToString(cs.key)}
+	return cs
+}
+
+// run is the codec-server command with args.
+func (cs *codecServer) run(args ...string) *exec.Cmd {
+	cmd := exec.Command(cs.bin, append([]string{"codec-server"}, args...)...)
+	cmd.Env = cs.env
+	return cmd
+}
+
+// start runs the codec server on addr until the test ends, once it
+// listens, and returns its process and a reader of its log.
+func (cs *codecServer) start(t *testing.T, addr string, args ...string) (*exec.Cmd, func() string) {
+	t.Helper()
+	cmd := cs.run(append([]string{"--addr", addr}, args...)...)
+	logFile, err := os.CreateTemp(cs.dir, "codec-server-*.log")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = logFile.Close() })
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	log := func() string { b, _ := os.ReadFile(logFile.Name()); return string(b) }
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+			return cmd, log
+		}
+		require.True(t, time.Now().Before(deadline), "the codec server did not listen: %s", log())
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // zeros reads as an endless run of zero bytes.
 type zeros struct{}
 
 func (zeros) Read(p []byte) (int, error) {
 	clear(p)
 	return len(p), nil
+}
+
+// TestCodecServerTLS runs a real `courier codec-server` with a certificate
+// made for the test: it refuses to start on TLS files it cannot use, saying
+// which; over loopback, a client that trusts the CA round-trips a payload,
+// while a plaintext request and a client that does not trust it get
+// nothing. With a client CA (given by environment), only a client with a
+// certificate it signed is served.
+func TestCodecServerTLS(t *testing.T) {
+	cs := buildCodecServer(t)
+	dir := cs.dir
+	ca, caKey := testcert.New(t, nil, nil, "codec test CA", nil)
+	srvCert, srvKey := testcert.New(t, ca, caKey, "codec server", []string{"localhost"})
+	cliCert, cliKey := testcert.New(t, ca, caKey, "operator", nil)
+	caFile := testcert.WritePEM(t, dir, "ca.pem", "CERTIFICATE", ca.Raw)
+	certFile := testcert.WritePEM(t, dir, "server.pem", "CERTIFICATE", srvCert.Raw)
+	keyFile := testcert.WritePEM(t, dir, "server-key.pem", "PRIVATE KEY", srvKey)
+	otherKey := testcert.WritePEM(t, dir, "other-key.pem", "PRIVATE KEY", cliKey)
+	token := "codec-tls-token-" + base64.RawURLEncoding.EncodeToString(cs.key[:12])
+	cs.env = append(cs.env, codec.EnvServerToken+"="+token)
+
+	for name, tc := range map[string]struct {
+		args []string
+		want string
+	}{
+		"a certificate without its key": {[]string{"--tls-cert", certFile}, "--tls-cert and --tls-key (or COURIER_CODEC_TLS_CERT and COURIER_CODEC_TLS_KEY) go together"},
+		"a client CA alone":             {[]string{"--tls-client-ca", caFile}, "go together"},
+		"a missing certificate":         {[]string{"--tls-cert", filepath.Join(dir, "none.pem"), "--tls-key", keyFile}, "none.pem: no such file"},
+		"another certificate's key":     {[]string{"--tls-cert", certFile, "--tls-key", otherKey}, "private key does not match public key"},
+		"a key as the certificate":      {[]string{"--tls-cert", keyFile, "--tls-key", keyFile}, "want PEM files: the server's certificate"},
+		"a client CA that is no PEM":    {[]string{"--tls-cert", certFile, "--tls-key", keyFile, "--tls-client-ca", keyFile}, "holds no PEM certificate"},
+	} {
+		out, err := cs.run(append([]string{"--addr", closedPort(t)}, tc.args...)...).CombinedOutput()
+		require.Error(t, err, name)
+		require.Contains(t, string(out), tc.want, name)
+	}
+
+	trusting := x509.NewCertPool()
+	trusting.AddCert(ca)
+	client := func(roots *x509.CertPool, certs ...tls.Certificate) *http.Client {
+		return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+			TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: "localhost", Certificates: certs}}}
+	}
+	payload, err := protojson.Marshal(&commonpb.Payloads{Payloads: []*commonpb.Payload{{
+		Metadata: map[string][]byte{"encoding": []byte("json/plain")}, Data: []byte(`"over tls"`)}}})
+	require.NoError(t, err)
+	encode := func(c *http.Client, url string) (int, error) {
+		req, err := http.NewRequest(http.MethodPost, url+"/encode", bytes.NewReader(payload))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := c.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode == http.StatusOK {
+			require.NotContains(t, string(b), "over tls", "encrypted")
+		}
+		return resp.StatusCode, nil
+	}
+
+	addr := closedPort(t)
+	_, log := cs.start(t, addr, "--tls-cert", certFile, "--tls-key", keyFile)
+	status, err := encode(client(trusting), "https://"+addr)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, status, log())
+	status, err = encode(http.DefaultClient, "http://"+addr)
+	require.NoError(t, err, "the server answers a plaintext request, with a refusal")
+	require.Equal(t, http.StatusBadRequest, status, "Go's TLS server: client sent an HTTP request to an HTTPS server")
+	_, err = encode(client(nil), "https://"+addr)
+	require.ErrorContains(t, err, "certificate signed by unknown authority")
+	require.Contains(t, log(), "set the web UI's codec endpoint to https://"+addr)
+
+	// Client certificates, the files named by environment.
+	cs.env = append(cs.env, codec.EnvServerTLSCert+"="+certFile, codec.EnvServerTLSKey+"="+keyFile, codec.EnvServerTLSClientCA+"="+caFile)
+	addr = closedPort(t)
+	_, log = cs.start(t, addr)
+	_, err = encode(client(trusting), "https://"+addr)
+	require.Error(t, err, "no client certificate: no handshake")
+	status, err = encode(client(trusting, tls.Certificate{Certificate: [][]byte{cliCert.Raw}, PrivateKey: cliKey}), "https://"+addr)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, status, log())
 }

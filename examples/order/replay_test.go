@@ -21,6 +21,9 @@ import (
 //
 // A change to courierwf or to the order workflows that alters their
 // command sequence fails this replay: it needs workflow.GetVersion.
+// child-joined.json scheduled its join on task queue courier, before joins
+// had their own: it replays, as the SDK matches a scheduled activity by its
+// ID and type, not its queue.
 const historiesDir = "testdata/histories"
 
 func TestReplayRecordedCallers(t *testing.T) {

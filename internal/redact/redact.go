@@ -9,7 +9,6 @@ package redact
 
 import (
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -32,7 +31,14 @@ type Secret struct {
 type Redactor struct {
 	r      *strings.Replacer
 	labels []string
+	// escaped holds the forms' normal forms (see normal) by their first
+	// MinLen bytes, longest first, to be found in an answer's normal form:
+	// echoes escape a secret in more ways (hex in either case, '/' escaped
+	// or not, any character as \u) than a list of forms could hold.
+	escaped map[[MinLen]byte][]needle
 }
+
+type needle struct{ normal, marker string }
 
 // New builds the redactor of secrets. A secret shorter than MinLen is left
 // out, and named in the warnings returned.
@@ -40,8 +46,8 @@ func New(secrets ...Secret) (*Redactor, []string) {
 	type form struct{ old, marker string }
 	var forms []form
 	var warnings []string
-	seen := map[string]bool{}
-	red := &Redactor{}
+	seen, seenNormal := map[string]bool{}, map[string]bool{}
+	red := &Redactor{escaped: map[[MinLen]byte][]needle{}}
 	for _, s := range secrets {
 		if len(s.Value) < MinLen {
 			warnings = append(warnings, fmt.Sprintf("%s: shorter than %d bytes, so it is not redacted from answers "+
@@ -50,15 +56,30 @@ func New(secrets ...Secret) (*Redactor, []string) {
 		}
 		marker := "[redacted: " + s.Label + "]"
 		red.labels = append(red.labels, s.Label)
-		for _, f := range Forms(s.Value) {
+		for _, f := range formsOf(s.Value) {
 			if !seen[f] {
 				seen[f] = true
 				forms = append(forms, form{f, marker})
+			}
+			// The form escaped is the form's normal form in the answer's;
+			// the form itself too, where its own characters look like
+			// escapes and the answer escapes them (%2541 for %41). A
+			// normal form shorter than MinLen (a secret written mostly in
+			// escapes) would match ordinary text: only the form is found.
+			for _, n := range []string{f, string(normal(f, nil))} {
+				if len(n) >= MinLen && !seenNormal[n] {
+					seenNormal[n] = true
+					k := [MinLen]byte([]byte(n[:MinLen]))
+					red.escaped[k] = append(red.escaped[k], needle{n, marker})
+				}
 			}
 		}
 	}
 	if len(forms) == 0 {
 		return red, warnings
+	}
+	for _, ns := range red.escaped {
+		sort.SliceStable(ns, func(i, j int) bool { return len(ns[i].normal) > len(ns[j].normal) })
 	}
 	// The longest first: strings.Replacer tries its pairs in order at each
 	// position, and "Bearer s3cret" must win over "s3cret" alone.
@@ -71,25 +92,21 @@ func New(secrets ...Secret) (*Redactor, []string) {
 	return red, warnings
 }
 
-// Forms are the ways a secret shows up in an echo: as it is, base64 (std
-// and URL alphabets, padded or not), URL-encoded (query and path escaping),
-// and inside a JSON string (escaped as Go and as PHP write it).
-func Forms(v string) []string {
+// formsOf are the ways a secret shows up in an echo that decoding the
+// answer's escapes does not reveal: as it is, base64 (std and URL
+// alphabets, padded or not), and URL-encoded with '+' for a space. Each is
+// also found with any of its characters escaped (URL or JSON), since the
+// answer and the forms are compared in their normal forms.
+func formsOf(v string) []string {
 	b := []byte(v)
-	forms := []string{
+	return []string{
 		v,
 		base64.StdEncoding.EncodeToString(b),
 		base64.RawStdEncoding.EncodeToString(b),
 		base64.URLEncoding.EncodeToString(b),
 		base64.RawURLEncoding.EncodeToString(b),
 		url.QueryEscape(v),
-		url.PathEscape(v),
-		strings.ReplaceAll(v, "/", `\/`),
 	}
-	if j, err := json.Marshal(v); err == nil {
-		forms = append(forms, strings.Trim(string(j), `"`))
-	}
-	return forms
 }
 
 // Labels names the secrets redacted.
@@ -105,7 +122,51 @@ func (r *Redactor) String(s string) string {
 	if r == nil || r.r == nil {
 		return s
 	}
-	return r.r.Replace(s)
+	return r.replace(s)
+}
+
+// replace replaces the forms as they are, then, where s holds an escape,
+// those its escapes hide.
+func (r *Redactor) replace(s string) string {
+	s = r.r.Replace(s)
+	if !strings.ContainsAny(s, `%\`) {
+		return s
+	}
+	at := make([]int, 0, len(s)+1)
+	n := normal(s, &at)
+	var b strings.Builder
+	copied, found := 0, false // copied: how much of s is in b
+	for i := 0; i+MinLen <= len(n); {
+		nd, ok := r.match(n[i:])
+		if !ok {
+			i++
+			continue
+		}
+		// The match covers whole escapes: from the one that wrote n[i] to
+		// the end of the one that wrote its last byte.
+		j := i + len(nd.normal)
+		for j < len(n) && at[j] == at[j-1] {
+			j++
+		}
+		b.WriteString(s[copied:at[i]])
+		b.WriteString(nd.marker)
+		copied, i, found = at[j], j, true
+	}
+	if !found {
+		return s
+	}
+	b.WriteString(s[copied:])
+	return b.String()
+}
+
+// match is the longest needle n starts with.
+func (r *Redactor) match(n []byte) (needle, bool) {
+	for _, nd := range r.escaped[[MinLen]byte(n[:MinLen])] {
+		if len(n) >= len(nd.normal) && string(n[:len(nd.normal)]) == nd.normal {
+			return nd, true
+		}
+	}
+	return needle{}, false
 }
 
 // Bytes is b with every secret replaced; b itself when it holds none.
@@ -114,7 +175,7 @@ func (r *Redactor) Bytes(b []byte) []byte {
 		return b
 	}
 	s := string(b)
-	if out := r.r.Replace(s); out != s {
+	if out := r.replace(s); out != s {
 		return []byte(out)
 	}
 	return b
@@ -128,7 +189,7 @@ func (r *Redactor) Header(h http.Header) {
 	}
 	for k, vs := range h {
 		for i, v := range vs {
-			vs[i] = r.r.Replace(v)
+			vs[i] = r.replace(v)
 		}
 		h[k] = vs
 	}
@@ -141,7 +202,7 @@ func (r *Redactor) Error(err error) error {
 		return err
 	}
 	msg := err.Error()
-	if red := r.r.Replace(msg); red != msg {
+	if red := r.replace(msg); red != msg {
 		return &redacted{msg: red, err: err}
 	}
 	return err

@@ -1,6 +1,7 @@
 package testsuite
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -78,12 +80,7 @@ func echoedCredentials(t *testing.T, codecOn bool) {
 	lg := cfg.Destinations[lab.DestLegacy]
 	lg.Auth = &destinations.Auth{Header: "X-Api-Key", SecretFile: secretFile}
 	cfg.Destinations[lab.DestLegacy] = lg
-	cfgPath := filepath.Join(t.TempDir(), "destinations.json")
-	require.NoError(t, lab.WriteDestinations(cfgPath, cfg))
-	var log lab.SyncBuffer
-	w, err := lab.StartWorker(ctx, lab.WorkerOptions{Courier: rl.Courier, Destinations: cfgPath, Temporal: rl.Temporal, Log: &log})
-	require.NoError(t, err)
-	defer func() { _, _ = w.Stop(10 * time.Second) }()
+	log := courierWorker(ctx, t, rl, cfg)
 	st := starter.New(c)
 
 	deliver := func(dest, id string, op string, faults ...sandbox.FaultKind) workflows.DeliveryStatus {
@@ -204,4 +201,144 @@ func echoedCredentials(t *testing.T, codecOn bool) {
 			}
 		}
 	}
+}
+
+// TestEchoedCredentialFormsNotRecorded: destinations that echo their
+// credential the ways partners do (percent-encoded in lowercase hex, as
+// Python's quote() writes it, leaving '/'; every character as a JSON \u
+// escape, or '/' alone as \u002f; a Basic credential decoded, as
+// user:password and the password alone), in a 500 and then in the 201's
+// receipt, through a real `courier worker` and `courier deliver`. None of
+// it, in any of those forms, is in the history read from the server,
+// `courier deliver`'s or `courier status`'s output, or the worker's log.
+func TestEchoedCredentialFormsNotRecorded(t *testing.T) {
+	ctx, rl, env := realTest(t, 3*time.Minute)
+	token := "tok/" + uuid.NewString() + "+x=y&z"
+	user, password := "courier-ops", "pw/"+uuid.NewString()+"+!"
+	basic := base64.StdEncoding.EncodeToString([]byte(user + ":" + password))
+	t.Setenv("COURIER_TEST_FORMS_TOKEN", token)
+	t.Setenv("COURIER_TEST_FORMS_BASIC", basic)
+
+	// echoes are what each destination's answer quotes of its credential.
+	echoes := func(secret string) []string {
+		return []string{lowerHex(url.QueryEscape(secret)), pyQuote(secret), uEscape(secret),
+			strings.ReplaceAll(secret, "/", `\u002f`)}
+	}
+	var mu sync.Mutex
+	seenKeys := map[string]bool{}
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var quoted []string
+		scheme, cred, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		if scheme == "Basic" {
+			b, _ := base64.StdEncoding.DecodeString(cred)
+			_, pass, _ := strings.Cut(string(b), ":")
+			quoted = append(echoes(string(b)), string(b), pass, lowerHex(url.QueryEscape(pass)), uEscape(pass))
+		} else {
+			quoted = echoes(cred)
+		}
+		// Written by hand: json.Marshal would escape the escapes.
+		body := `"` + strings.Join(quoted, `","`) + `"`
+		key := r.Header.Get("Idempotency-Key")
+		mu.Lock()
+		again := seenKeys[key]
+		seenKeys[key] = true
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		if !again {
+			w.WriteHeader(http.StatusInternalServerError)
+			fmt.Fprintf(w, `{"error":"upstream","saw":[%s]}`, body)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"id":"t-%s","saw":[%s]}`, key, body)
+	}))
+	defer echo.Close()
+
+	hd := env.Config.Destinations[lab.DestHelpdesk]
+	hd.URL = echo.URL + "/tickets"
+	bearer, basicDest := hd, hd
+	bearer.Auth = &destinations.Auth{Header: "Authorization", Scheme: "Bearer", SecretEnv: "COURIER_TEST_FORMS_TOKEN"}
+	basicDest.Auth = &destinations.Auth{Header: "Authorization", Scheme: "Basic", SecretEnv: "COURIER_TEST_FORMS_BASIC"}
+	log := courierWorker(ctx, t, rl, destinations.Config{
+		Destinations: map[string]destinations.Destination{"echo-bearer": bearer, "echo-basic": basicDest}})
+
+	courier := func(args ...string) string {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, rl.Courier, args...)
+		cmd.Env = rl.Temporal.Env(os.Environ())
+		out, err := cmd.Output()
+		require.NoError(t, err, "courier %s: %s", args, out)
+		return string(out)
+	}
+	seen := map[string]string{}
+	for _, dest := range []string{"echo-bearer", "echo-basic"} {
+		id := "forms-" + rl.RunID
+		out := courier("deliver", "--tenant", "acme", "--destination", dest, "--operation", "create-ticket", "--id", id,
+			"--payload", string(lab.Ticket(id, "echo my credential")))
+		var res workflows.DeliveryStatus
+		require.NoError(t, json.Unmarshal([]byte(out), &res), out)
+		require.Equal(t, workflows.StatusCreated, res.Status, out)
+		require.Contains(t, string(res.Receipt.Body), "[redacted: "+dest+" auth", "the echo is recorded, redacted")
+		require.Len(t, res.Attempts, 2, "the 500 is an attempt too")
+		seen["deliver of "+dest] = out
+		seen["status of "+dest] = courier("status", res.Key)
+		raw, js := closedHistory(ctx, t, rl.Temporal.Client(), workflows.WorkflowID(res.Key), enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED)
+		seen["history of "+dest], seen["history JSON of "+dest] = string(raw), string(js)
+	}
+	seen["worker log"] = log.String()
+
+	forms := append(echoes(token), token, basic, user+":"+password, password,
+		lowerHex(url.QueryEscape(password)), uEscape(password))
+	forms = append(forms, echoes(user+":"+password)...)
+	for where, got := range seen {
+		for _, f := range forms {
+			require.NotContains(t, got, f, "%s", where)
+		}
+	}
+}
+
+// courierWorker runs a `courier worker` process serving cfg until the
+// test ends, and returns its log.
+func courierWorker(ctx context.Context, t *testing.T, rl *RealLab, cfg destinations.Config) *lab.SyncBuffer {
+	t.Helper()
+	cfgPath := filepath.Join(t.TempDir(), "destinations.json")
+	require.NoError(t, lab.WriteDestinations(cfgPath, cfg))
+	log := &lab.SyncBuffer{}
+	w, err := lab.StartWorker(ctx, lab.WorkerOptions{Courier: rl.Courier, Destinations: cfgPath, Temporal: rl.Temporal, Log: log})
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = w.Stop(10 * time.Second) })
+	return log
+}
+
+// lowerHex is s with its percent-escapes in lowercase hex.
+func lowerHex(s string) string {
+	b := []byte(s)
+	for i := 0; i+2 < len(b); i++ {
+		if b[i] == '%' {
+			b[i+1], b[i+2] = byte(unicode.ToLower(rune(b[i+1]))), byte(unicode.ToLower(rune(b[i+2])))
+		}
+	}
+	return string(b)
+}
+
+// pyQuote is s as Python's urllib.parse.quote writes it: '/' left as it is.
+func pyQuote(s string) string {
+	var b strings.Builder
+	for _, c := range []byte(s) {
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("_.-~/", c) >= 0 {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
+}
+
+// uEscape is s with every character as a JSON \u escape.
+func uEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		fmt.Fprintf(&b, `\u%04x`, r)
+	}
+	return b.String()
 }

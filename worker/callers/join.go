@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
@@ -14,18 +15,38 @@ import (
 )
 
 // Join runs activity workflows.ActivityJoinDelivery for the workers.
-type Join struct{ s *starter.Client }
+type Join struct {
+	s *starter.Client
+	// wait bounds how long one attempt waits for the end; 0: until the
+	// activity's own timeout.
+	wait time.Duration
+}
 
-// NewJoin is the join activity over client c.
+// NewJoin is the join activity over client c for workflows.JoinTaskQueue:
+// each attempt waits until the delivery ends (or the attempt times out).
 func NewJoin(c client.Client) *Join { return &Join{s: starter.New(c)} }
+
+// BriefWait is how long a join on workflows.TaskQueue waits.
+const BriefWait = 2 * time.Second
+
+// NewBriefJoin is the join activity for workflows.TaskQueue, where callers
+// built before workflows.JoinTaskQueue (and anyone who may schedule an
+// activity) schedule it: each attempt waits at most BriefWait, then fails
+// with ErrJoinPending to be retried (retries write no history), so that no
+// join holds a slot the attempts need for longer.
+func NewBriefJoin(c client.Client) *Join { return &Join{s: starter.New(c), wait: BriefWait} }
+
+// ErrJoinPending is the retryable failure of a brief join whose delivery
+// is not final yet.
+const ErrJoinPending = "JoinPending"
 
 // JoinDelivery is activity workflows.ActivityJoinDelivery, which Courier's
 // workers run for a workflow whose delivery call (courierwf.Deliver) found
 // delivery-<key> taken: Temporal starts a child only under a free workflow
 // ID, so the call joins here, as starter.Client.Start does, and waits for
 // the delivery's end, heartbeating. A parked delivery keeps it waiting; each
-// attempt waits until its start-to-close timeout and the next joins again,
-// which sends nothing. Its failures are typed as the workflow's:
+// attempt waits until its start-to-close timeout (a brief join's, at most
+// BriefWait) and the next joins again, which sends nothing. Its failures are typed as the workflow's:
 // ErrInvalidRequest, ErrConflict, and ErrNotDelivered with the result as
 // details.
 func (j *Join) JoinDelivery(ctx context.Context, in workflows.DeliveryInput) (workflows.DeliveryResult, error) {
@@ -35,7 +56,18 @@ func (j *Join) JoinDelivery(ctx context.Context, in workflows.DeliveryInput) (wo
 	}
 	stop := activities.Heartbeat(ctx)
 	defer stop()
-	return j.final(ctx, h)
+	if j.wait == 0 {
+		return j.final(ctx, h)
+	}
+	wctx, cancel := context.WithTimeout(ctx, j.wait)
+	defer cancel()
+	res, err := j.final(wctx, h)
+	if err != nil && ctx.Err() == nil && wctx.Err() != nil {
+		// Benign: expected while a delivery runs, logged at debug only.
+		return res, temporal.NewApplicationErrorWithOptions(fmt.Sprintf("delivery %s is not final yet; the join asks again", h.Key),
+			ErrJoinPending, temporal.ApplicationErrorOptions{Category: temporal.ApplicationErrorCategoryBenign})
+	}
+	return res, err
 }
 
 // final waits for the end of h's run and returns its result: a delivered
