@@ -136,6 +136,7 @@ func (t *topo) auth(ctx context.Context) row {
 	return r
 }
 
+// refused is nil when the server refused the call err came from.
 func refused(err error) error {
 	if errors.As(err, new(*serviceerror.PermissionDenied)) {
 		return nil
@@ -143,6 +144,7 @@ func refused(err error) error {
 	return fmt.Errorf("want PermissionDenied, got %v", err)
 }
 
+// notRefused is nil unless the server refused the call err came from.
 func notRefused(err error) error {
 	if errors.As(err, new(*serviceerror.PermissionDenied)) {
 		return err
@@ -162,9 +164,18 @@ type door struct {
 // delivery's workflow ID.
 func courierDoors(delivery string) []door {
 	probe := fmt.Sprintf("auth-door-%d", time.Now().UnixNano())
-	start := func(id, wfType string) func(context.Context, client.Client, client.Client) error {
+	// start starts a run of wfType, with a signal first when signal is set
+	// (a gate's start, as Courier's workers make it).
+	start := func(id, wfType, signal string) func(context.Context, client.Client, client.Client) error {
 		return func(ctx context.Context, c, cleanup client.Client) error {
-			run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue}, wfType)
+			o := client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue}
+			var run client.WorkflowRun
+			var err error
+			if signal == "" {
+				run, err = c.ExecuteWorkflow(ctx, o, wfType)
+			} else {
+				run, err = c.SignalWithStartWorkflow(ctx, id, signal, nil, o, wfType)
+			}
 			if err == nil {
 				_ = cleanup.TerminateWorkflow(ctx, id, run.GetRunID(), "topology test: a start that should have been refused")
 			}
@@ -189,8 +200,8 @@ func courierDoors(delivery string) []door {
 				return err
 			})
 		}},
-		{"start a " + workflows.WorkflowType + " run", start(workflows.WorkflowIDPrefix+probe, workflows.WorkflowType)},
-		{"start a " + gate.WorkflowType + " run", start(gate.WorkflowID(probe), gate.WorkflowType)},
+		{"start a " + workflows.WorkflowType + " run", start(workflows.WorkflowIDPrefix+probe, workflows.WorkflowType, "")},
+		{"start a " + gate.WorkflowType + " run (signal-with-start " + gate.SignalReport + ")", start(gate.WorkflowID(probe), gate.WorkflowType, gate.SignalReport)},
 		{"signal a delivery (" + workflows.SignalReview + ")", func(ctx context.Context, c, _ client.Client) error {
 			return c.SignalWorkflow(ctx, delivery, "", workflows.SignalReview, workflows.ReviewDecision{})
 		}},
