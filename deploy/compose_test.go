@@ -857,13 +857,15 @@ func TestComposeServerRunsLikeDev(t *testing.T) {
 // TestNexusCallbacksReachAnInternalFrontend: a Nexus operation's callback
 // carries no token, so the shared dynamic config sends it to an internal
 // frontend, native node 1's, on the port compose's server gives its own,
-// and allows callbacks there alone; compose's setup job routes the lab
+// and allows callbacks there alone, from Courier's namespace alone;
+// compose's setup job routes the lab
 // tenant's endpoint to the task queue its worker serves.
 func TestNexusCallbacksReachAnInternalFrontend(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(repoRoot, DynamicConfig))
 	require.NoError(t, err)
 	var dc map[string][]struct {
-		Value any `yaml:"value"`
+		Value       any            `yaml:"value"`
+		Constraints map[string]any `yaml:"constraints"`
 	}
 	require.NoError(t, yaml.Unmarshal(b, &dc))
 	n1, _ := TopologyNode(1)
@@ -873,6 +875,8 @@ func TestNexusCallbacksReachAnInternalFrontend(t *testing.T) {
 		dc["component.nexusoperations.callback.endpoint.template"][0].Value)
 	require.Len(t, dc["component.callbacks.allowedAddresses"], 1)
 	require.Equal(t, []any{map[string]any{"Pattern": addr, "AllowInsecure": true}}, dc["component.callbacks.allowedAddresses"][0].Value)
+	require.Equal(t, map[string]any{"namespace": "default"}, dc["component.callbacks.allowedAddresses"][0].Constraints,
+		"only Courier's namespace may attach callbacks to the internal frontend")
 
 	c := loadCompose(t)
 	require.Equal(t, strconv.Itoa(n1.InternalHTTP), c.Services["temporal"].Environment["INTERNAL_FRONTEND_HTTP_PORT"])

@@ -89,7 +89,13 @@ func (t *topo) auth(ctx context.Context) row {
 		return r
 	}
 
-	id, err := t.deliverThroughNexus(ctx, tokens["service"])
+	callers, err := dialAs(ctx, lab.CallerNamespace, tokens["service"])
+	if err != nil {
+		check("dial as service in "+lab.CallerNamespace, err)
+		return r
+	}
+	defer callers.Close()
+	id, err := deliverThroughNexus(ctx, callers)
 	check("service token: its workflow in namespace "+lab.CallerNamespace+" delivered through Nexus endpoint "+
 		lab.NexusEndpoint(lab.NexusTenant)+", created through the workers (worker token)", err)
 	if err != nil {
@@ -104,6 +110,8 @@ func (t *topo) auth(ctx context.Context) row {
 	for _, door := range courierDoors(id) {
 		check("service token: "+door.what+" refused", refused(door.try(ctx, service, clients["operator"])))
 	}
+	check("service token: a start in "+lab.CallerNamespace+" with a completion callback to the internal frontend refused (it could complete another namespace's operation)",
+		callbackRefused(attachCallback(ctx, callers)))
 	// The same call with write on the namespace goes through: the
 	// refusals above come from the service's role, and the server checks
 	// roles, not queues, so an operator's token could poll Courier's.
@@ -266,16 +274,38 @@ func forgedToken(dir string) (string, error) {
 	return is.Mint(admin, time.Hour)
 }
 
-// deliverThroughNexus runs a service's workflow in the caller namespace
-// with the service's token (its worker in this process), which delivers
-// through Courier's Nexus endpoint; it returns the delivery's workflow ID,
-// which must be created.
-func (t *topo) deliverThroughNexus(ctx context.Context, token string) (string, error) {
-	c, err := dialAs(ctx, lab.CallerNamespace, token)
-	if err != nil {
-		return "", err
+// callbackRefused is nil when the server refused a callback's address.
+func callbackRefused(err error) error {
+	if errors.As(err, new(*serviceerror.InvalidArgument)) && strings.Contains(err.Error(), "callback address") {
+		return nil
 	}
-	defer c.Close()
+	return fmt.Errorf("want the callback's address refused (InvalidArgument), got %v", err)
+}
+
+// attachCallback starts a probe in the caller namespace with c, asking the
+// server to call the internal frontend when it completes (with an unsigned
+// token there, a completion of another run's operation). If the server
+// lets it start, it is ended.
+func attachCallback(ctx context.Context, c client.Client) error {
+	n, _ := deploy.TopologyNode(1)
+	id := fmt.Sprintf("courier-auth-callback-%d", time.Now().UnixNano())
+	url := fmt.Sprintf("http://127.0.0.1:%d/namespaces/%s/nexus/callback", n.InternalHTTP, lab.CallerNamespace)
+	_, err := c.WorkflowService().StartWorkflowExecution(ctx, &workflowservice.StartWorkflowExecutionRequest{
+		Namespace: lab.CallerNamespace, WorkflowId: id, RequestId: id, Identity: pollIdentity,
+		WorkflowType: &commonpb.WorkflowType{Name: probeType}, TaskQueue: &taskqueuepb.TaskQueue{Name: probeTaskQueue},
+		CompletionCallbacks: []*commonpb.Callback{{Variant: &commonpb.Callback_Nexus_{Nexus: &commonpb.Callback_Nexus{Url: url}}}},
+	})
+	if err == nil {
+		_ = c.TerminateWorkflow(ctx, id, "", "topology test: a start that should have been refused")
+	}
+	return err
+}
+
+// deliverThroughNexus runs a service's workflow in the caller namespace
+// with c, the service's client there (its worker in this process), which
+// delivers through Courier's Nexus endpoint; it returns the delivery's
+// workflow ID, which must be created.
+func deliverThroughNexus(ctx context.Context, c client.Client) (string, error) {
 	w := sdkworker.New(c, callerTaskQueue, sdkworker.Options{})
 	w.RegisterWorkflowWithOptions(nexusCaller, workflow.RegisterOptions{Name: callerType})
 	if err := w.Start(); err != nil {
