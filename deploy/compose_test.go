@@ -854,6 +854,38 @@ func TestComposeServerRunsLikeDev(t *testing.T) {
 	require.Equal(t, devserver.MaxConcurrentBatchJobs, dc[batch][0].Value)
 }
 
+// TestNexusCallbacksReachAnInternalFrontend: a Nexus operation's callback
+// carries no token, so the shared dynamic config sends it to an internal
+// frontend, native node 1's, on the port compose's server gives its own,
+// and allows callbacks there alone, from Courier's namespace alone;
+// compose's setup job routes the lab
+// tenant's endpoint to the task queue its worker serves.
+func TestNexusCallbacksReachAnInternalFrontend(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(repoRoot, DynamicConfig))
+	require.NoError(t, err)
+	var dc map[string][]struct {
+		Value       any            `yaml:"value"`
+		Constraints map[string]any `yaml:"constraints"`
+	}
+	require.NoError(t, yaml.Unmarshal(b, &dc))
+	n1, _ := TopologyNode(1)
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(n1.InternalHTTP))
+	require.Len(t, dc["component.nexusoperations.callback.endpoint.template"], 1)
+	require.Equal(t, "http://"+addr+"/namespaces/{{.NamespaceName}}/nexus/callback",
+		dc["component.nexusoperations.callback.endpoint.template"][0].Value)
+	require.Len(t, dc["component.callbacks.allowedAddresses"], 1)
+	require.Equal(t, []any{map[string]any{"Pattern": addr, "AllowInsecure": true}}, dc["component.callbacks.allowedAddresses"][0].Value)
+	require.Equal(t, map[string]any{"namespace": "default"}, dc["component.callbacks.allowedAddresses"][0].Constraints,
+		"only Courier's namespace may attach callbacks to the internal frontend")
+
+	c := loadCompose(t)
+	require.Equal(t, strconv.Itoa(n1.InternalHTTP), c.Services["temporal"].Environment["INTERNAL_FRONTEND_HTTP_PORT"])
+	require.Equal(t, lab.NexusTenant, flagValue(c.Services["worker"].Command, "--nexus-tenant"))
+	setup := strings.Join(c.Services["temporal-setup"].Command, "\n")
+	require.Contains(t, setup, "--namespace "+lab.CallerNamespace)
+	require.Regexp(t, `endpoint create --name `+lab.NexusEndpoint(lab.NexusTenant)+`\s+\\\s+--target-namespace default --target-task-queue `+workflows.NexusTaskQueue(lab.NexusTenant)+`\n`, setup)
+}
+
 // serverConfig is what the checks read of a rendered server configuration
 // (the pinned server's render-config).
 type serverConfig struct {

@@ -45,16 +45,19 @@ type Role struct {
 	What        string
 }
 
-// Roles are the callers of the lab topologies, all in namespace default
-// but the admin. Temporal 1.29's default authorizer ranks roles
-// (worker < read < write < admin) and puts polling and completing tasks at
-// write, so a worker needs write: its own permission, worker, is below read.
+// Roles are the callers of the lab topologies. Temporal 1.29's default
+// authorizer ranks roles (worker < read < write < admin) and puts polling
+// and completing tasks at write, beside starting and signalling: whoever
+// holds write on Courier's namespace can poll its task queues and run its
+// workflows' tasks. So only the workers and operators hold it; services
+// hold write on their own namespace, deliver through Courier's Nexus
+// endpoint, and read Courier's.
 var Roles = []Role{
-	{"worker", []string{"default:write"}, "courier worker processes: poll and complete tasks"},
-	{"service", []string{"default:write"}, "services that start deliveries (starter, courier deliver)"},
-	{"reviewer", []string{"default:write"}, "operators who decide reviews, pause and resume destinations"},
+	{"worker", []string{"default:write"}, "courier worker processes: poll Courier's task queues, start and complete its runs"},
+	{"operator", []string{"default:write"}, "operators: courier deliver by hand, review, pause and resume destinations"},
+	{"service", []string{CallerNamespace + ":write", "default:read"}, "services: their own namespace's workflows, delivering through Courier's Nexus endpoint; status of Courier's"},
 	{"reader", []string{"default:read"}, "dashboards and people who look: status, list, describe, query"},
-	{"admin", []string{"temporal-system:admin"}, "setup: namespaces and search attributes; the lab's harness"},
+	{"admin", []string{"temporal-system:admin"}, "setup: namespaces, search attributes, Nexus endpoints; the lab's harness"},
 }
 
 // RoleNamed is the role of that name.

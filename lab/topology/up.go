@@ -124,6 +124,16 @@ func (t *topo) up(ctx context.Context, nodes int, fresh bool) error {
 		return err
 	}
 	defer tmp.Close()
+	// Services run in a namespace of their own and reach Courier through
+	// its Nexus endpoint: only the workers and operators hold write on
+	// Courier's namespace, the role that polls its task queues.
+	say("namespace %s for services; Nexus endpoint %s to Courier's workers", lab.CallerNamespace, lab.NexusEndpoint(lab.NexusTenant))
+	if err := lab.EnsureCallerNamespace(ctx, tmp.Client(), lab.CallerNamespace); err != nil {
+		return err
+	}
+	if _, err := lab.EnsureNexusEndpoint(ctx, tmp.Client(), "default", lab.NexusTenant); err != nil {
+		return err
+	}
 	say("sandbox, %d workers (the worker token)", workerCount)
 	sandboxURL, err := t.ensureSandbox(ctx, courierLab)
 	if err != nil {
@@ -319,6 +329,7 @@ func (t *topo) ensureWorker(ctx context.Context, i int, n deploy.Node, same bool
 	w, err := lab.StartWorker(ctx, lab.WorkerOptions{
 		Courier: courier, Destinations: dests, Temporal: tmp,
 		Env:         append([]string{"TEMPORAL_ADDRESS=" + n.FrontendAddr(), "TEMPORAL_NAMESPACE=default"}, lab.ClientEnv(token)...),
+		Args:        []string{"--nexus-tenant", lab.NexusTenant},
 		MetricsAddr: fmt.Sprintf("127.0.0.1:%d", deploy.WorkerMetricsPort+i-1),
 		Log:         logf, Detach: true,
 		// Every worker, on every node, shares one PostgreSQL ledger.
@@ -351,7 +362,7 @@ func (t *topo) print(ns []deploy.Node, pg postgres, sandboxURL string, took time
 		fmt.Fprintf(w, "  worker %d    via node %d  http://127.0.0.1:%d/healthz  pid %d\n",
 			i, ns[(i-1)%len(ns)].N, deploy.WorkerMetricsPort+i-1, t.pid(workerName(i)))
 	}
-	fmt.Fprintf(w, "Try (the server refuses a call without a token):\n  TEMPORAL_ADDRESS=%s TEMPORAL_API_KEY=$(cat %s) TEMPORAL_TLS=false go run ./cmd/courier deliver --destination helpdesk --operation create-ticket --id demo-1 --payload '{\"subject\": \"hi\"}'\n", ns[0].FrontendAddr(), rel(lab.TokenFile(t.issuerDir(), "service")))
+	fmt.Fprintf(w, "Try, as an operator (the server refuses a call without a token; a service's token may only read Courier's namespace):\n  TEMPORAL_ADDRESS=%s TEMPORAL_API_KEY=$(cat %s) TEMPORAL_TLS=false go run ./cmd/courier deliver --destination helpdesk --operation create-ticket --id demo-1 --payload '{\"subject\": \"hi\"}'\n", ns[0].FrontendAddr(), rel(lab.TokenFile(t.issuerDir(), "operator")))
 	fmt.Fprintf(w, "Stop it all: make topology-down\n")
 }
 
