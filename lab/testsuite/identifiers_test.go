@@ -8,7 +8,6 @@ package testsuite
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -124,18 +123,7 @@ func TestRealPlainIdentifiers(t *testing.T) {
 	require.NoError(t, err)
 	defer effects.Close()
 
-	log, err := os.Create(filepath.Join(dir, "worker.log"))
-	require.NoError(t, err)
-	defer log.Close()
-	w, err := lab.StartWorker(ctx, lab.WorkerOptions{Courier: courierPath(t), Destinations: cfgPath, Temporal: srv, Log: log})
-	require.NoError(t, err)
-	defer func() { _, _ = w.Stop(30 * time.Second) }()
-	t.Cleanup(func() {
-		if t.Failed() {
-			b, _ := os.ReadFile(log.Name())
-			t.Logf("the worker's log, the end:\n%s", b[max(0, len(b)-8<<10):])
-		}
-	})
+	loggedWorker(ctx, t, srv, cfgPath, dir)
 	c, st := srv.Client(), starter.New(srv.Client())
 	service := lab.SandboxService(cfg.Destinations[dest])
 	sent := func() int { return len(sb.Requests(service)) }
