@@ -336,7 +336,7 @@ func (p *prober) lookup(ctx context.Context) {
 	}
 	settle := p.c.SettleTime()
 	p.r.Settle = settle.String()
-	after, missed, err := p.appear(ctx, settle)
+	after, appeared, missed, err := p.appear(ctx, settle)
 	id, found := resourceID(one.Receipt), resourceID(after.Receipt)
 	switch {
 	case errors.Is(err, activities.ErrUnreadable):
@@ -359,6 +359,11 @@ func (p *prober) lookup(ctx context.Context) {
 	default:
 		p.conclude(Passed, "lookup works: the fresh key was not found, the probe created %s, and the lookup by key then found %s, "+
 			"%s after the send was answered, within the declared settle of %s", orNone(id), found, p.r.Appeared, settle)
+		if appeared >= settle/2 {
+			p.r.Warnings = append(p.r.Warnings, fmt.Sprintf(
+				"the effect took %s to appear, half the declared settle of %s or more: a slower moment of the destination "+
+					"may take longer; declare more margin", p.r.Appeared, settle))
+		}
 		if id == "" {
 			p.r.Warnings = append(p.r.Warnings, fmt.Sprintf(
 				"the created answer names no resource id, so the lookup's %s could not be compared with it; declare receipt.id", found))
@@ -391,9 +396,9 @@ func lookEvery(settle, elapsed time.Duration) time.Duration {
 
 // appear looks the effect just sent up until the lookup finds it, for up to
 // lookFor(settle), and records how long after the send it first did
-// (Report.Appeared). missed is how long after the send the last look that
-// did not find it was made.
-func (p *prober) appear(ctx context.Context, settle time.Duration) (f activities.Found, missed time.Duration, err error) {
+// (appeared, Report.Appeared). missed is how long after the send the last
+// look that did not find it was made.
+func (p *prober) appear(ctx context.Context, settle time.Duration) (f activities.Found, appeared, missed time.Duration, err error) {
 	sent := time.Now()
 	for n := 1; ; n++ {
 		at := time.Since(sent)
@@ -408,14 +413,15 @@ func (p *prober) appear(ctx context.Context, settle time.Duration) (f activities
 			}
 			p.r.Steps = append(p.r.Steps, s)
 			if err == nil && f.Found {
-				p.r.Appeared = at.Round(time.Millisecond).String()
+				appeared = at.Round(time.Millisecond)
+				p.r.Appeared = appeared.String()
 			}
-			return f, missed, err
+			return f, appeared, missed, err
 		}
 		missed = at
 		select {
 		case <-ctx.Done():
-			return f, missed, ctx.Err()
+			return f, 0, missed, ctx.Err()
 		case <-time.After(lookEvery(settle, at)):
 		}
 	}

@@ -166,6 +166,12 @@ func TestLookupSettle(t *testing.T) {
 	require.GreaterOrEqual(t, appeared, 400*time.Millisecond)
 	require.Less(t, appeared, time.Second, "measured to within a tenth of the settle time")
 	require.Contains(t, r.Finding, "within the declared settle of 2s")
+	require.Empty(t, r.Warnings)
+
+	r = probeChanged(t, e, lab.DestCRM, at(600*time.Millisecond))
+	require.Equal(t, probe.Passed, r.Verdict, r.Finding)
+	require.Len(t, r.Warnings, 1)
+	require.Contains(t, r.Warnings[0], "half the declared settle of 600ms or more")
 
 	r = probeChanged(t, e, lab.DestCRM, at(100*time.Millisecond))
 	require.Equal(t, probe.Violation, r.Verdict, r.Finding)
