@@ -133,8 +133,6 @@ func (a *Activities) lookFirst(ctx context.Context, ad Adapter, req Request, own
 		return Outcome{Class: contract.ClassNotSent, Error: fmt.Sprintf(
 			"not sent: an earlier attempt may have applied it, and the lookup before sending again failed: %v", err)}, true
 	case f.Found:
-		activity.GetLogger(ctx).Info("found before sending again", "key", req.Key, "destination", req.Destination,
-			"attempt", req.Attempt, "resource_id", f.Receipt.ResourceID)
 		return Outcome{Class: contract.ClassReplayed, Receipt: f.Receipt}, true
 	}
 	return Outcome{}, false
