@@ -97,11 +97,7 @@ func (a *Activities) Lookup(ctx context.Context, req Request) (Found, error) {
 		return Found{}, err
 	}
 	defer stop()
-	f, err := ad.Lookup(ctx, req)
-	if err == nil && f.Found && (f.Receipt == nil || f.Receipt.ResourceID == "") {
-		// Found means the answer names the effect (see Found).
-		err = fmt.Errorf("found, but the answer names no resource id%s: %w", readsText(f.Reads), ErrUnreadable)
-	}
+	f, err := lookup(ctx, ad, req)
 	if errors.Is(err, ErrUnreadable) {
 		// Asking again soon gets the same answer: the delivery parks with it.
 		return Found{}, temporal.NewNonRetryableApplicationError(
@@ -109,9 +105,6 @@ func (a *Activities) Lookup(ctx context.Context, req Request) (Found, error) {
 	}
 	if err != nil {
 		return Found{}, fmt.Errorf("lookup %s at %s: %w", req.Key, req.Destination, err)
-	}
-	if f.Receipt != nil {
-		f.Receipt.Source = SourceLookup
 	}
 	if f.Found && a.Ledger != nil {
 		// The lookup learned the outcome: the effect exists.
@@ -122,6 +115,22 @@ func (a *Activities) Lookup(ctx context.Context, req Request) (Found, error) {
 	}
 	activity.GetLogger(ctx).Info("lookup finished",
 		"key", req.Key, "destination", req.Destination, "attempt", req.Attempt, "found", f.Found)
+	return f, nil
+}
+
+// lookup asks the adapter whether the effect exists. Found means the
+// answer names the effect (see Found); one that does not is unreadable.
+func lookup(ctx context.Context, ad Adapter, req Request) (Found, error) {
+	f, err := ad.Lookup(ctx, req)
+	if err != nil {
+		return f, err
+	}
+	if f.Found && (f.Receipt == nil || f.Receipt.ResourceID == "") {
+		return f, fmt.Errorf("found, but the answer names no resource id%s: %w", readsText(f.Reads), ErrUnreadable)
+	}
+	if f.Receipt != nil {
+		f.Receipt.Source = SourceLookup
+	}
 	return f, nil
 }
 

@@ -1,10 +1,13 @@
 package activities
 
 import (
+	"context"
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/abde64c9/courier/activities/ledger"
 	"github.com/abde64c9/courier/contract"
 )
 
@@ -25,4 +28,65 @@ func TestNameTheOriginal(t *testing.T) {
 	out = nameTheOriginal(Outcome{Class: contract.ClassCreated, Receipt: &Receipt{}})
 	require.Equal(t, contract.ClassCreated, out.Class, "a created answer without an id is still the effect this attempt made")
 	require.Equal(t, SourceCreated, out.Receipt.Source)
+}
+
+// lookingAdapter answers lookups as scripted and counts what it is asked.
+type lookingAdapter struct {
+	found   Found
+	err     error
+	lookups int
+}
+
+func (l *lookingAdapter) Deliver(context.Context, Request) Outcome { panic("lookFirst never sends") }
+
+func (l *lookingAdapter) Lookup(context.Context, Request) (Found, error) {
+	l.lookups++
+	return l.found, l.err
+}
+
+// TestLookFirst: a lookup destination's attempt looks before sending when an
+// earlier attempt may have applied (the workflow says so, or this run's mark
+// in the outcome ledger does); found, it answers with the effect as a
+// lookup found it and nothing is sent; the look failing sends nothing
+// either. Any other attempt sends without looking.
+func TestLookFirst(t *testing.T) {
+	ctx, a := context.Background(), &Activities{}
+	lookup := &contract.Contract{Dedup: contract.DedupLookup}
+	found := Found{Found: true, Receipt: &Receipt{ResourceID: "rec-1", StatusCode: 200}}
+	for _, c := range []struct {
+		name     string
+		req      Request
+		own      *ledger.Entry
+		ad       *lookingAdapter
+		answered bool
+		class    contract.Class
+	}{
+		{"first attempt", Request{Contract: lookup}, nil, &lookingAdapter{found: found}, false, ""},
+		{"not a lookup destination", Request{Contract: &contract.Contract{Dedup: contract.DedupNone}, MayHaveApplied: true}, nil,
+			&lookingAdapter{found: found}, false, ""},
+		{"found after an unknown outcome", Request{Contract: lookup, MayHaveApplied: true}, nil, &lookingAdapter{found: found}, true,
+			contract.ClassReplayed},
+		{"found where the ledger holds this run's mark", Request{Contract: lookup}, &ledger.Entry{Status: ledger.StatusPending},
+			&lookingAdapter{found: found}, true, contract.ClassReplayed},
+		{"not found", Request{Contract: lookup, MayHaveApplied: true}, nil, &lookingAdapter{}, false, ""},
+		{"the look failed", Request{Contract: lookup, MayHaveApplied: true}, nil, &lookingAdapter{err: errors.New("HTTP 503")}, true,
+			contract.ClassNotSent},
+		{"the answer names no effect", Request{Contract: lookup, MayHaveApplied: true}, nil,
+			&lookingAdapter{found: Found{Found: true, Receipt: &Receipt{}}}, true, contract.ClassNotSent},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out, answered := a.lookFirst(ctx, c.ad, c.req, c.own)
+			require.Equal(t, c.answered, answered)
+			require.Equal(t, c.class, out.Class, out.Error)
+			looks := c.req.Contract.Dedup == contract.DedupLookup && (c.req.MayHaveApplied || c.own != nil)
+			require.Equal(t, looks, c.ad.lookups == 1, "looked: %d", c.ad.lookups)
+			if out.Class == contract.ClassReplayed {
+				require.Equal(t, "rec-1", out.Receipt.ResourceID)
+				require.Equal(t, SourceLookup, out.Receipt.Source)
+			}
+			if out.Class == contract.ClassNotSent {
+				require.Contains(t, out.Error, "not sent: an earlier attempt may have applied it, and the lookup before sending again failed")
+			}
+		})
+	}
 }

@@ -82,7 +82,10 @@ func (a *Activities) Attempt(ctx context.Context, req Request) (Outcome, error) 
 	}
 	if checked {
 		looked := out.EarlierRunsChecked
-		out = nameTheOriginal(ad.Deliver(ctx, req))
+		var answered bool
+		if out, answered = a.lookFirst(ctx, ad, req, own); !answered {
+			out = nameTheOriginal(ad.Deliver(ctx, req))
+		}
 		out.EarlierRunsChecked = looked
 		if a.Ledger != nil {
 			if err := a.settle(ctx, req, own, mark, out); err != nil {
@@ -111,6 +114,28 @@ func (a *Activities) Attempt(ctx context.Context, req Request) (Outcome, error) 
 		"key", req.Key, "destination", req.Destination, "attempt", req.Attempt,
 		"class", out.Class, "status_code", out.StatusCode, "error", out.Error)
 	return out, nil
+}
+
+// lookFirst looks the effect up before a lookup destination is sent the
+// operation again, where an earlier attempt of this run may have applied
+// it (the workflow's recorded attempts say so, or this run's mark in the
+// outcome ledger does): a destination that commits slowly may show it only
+// now, after the workflow's own lookup found nothing. answered is true
+// when the look answers for the attempt, and nothing is sent: found, a
+// replay naming the effect, as a lookup finds it; or the look failed.
+func (a *Activities) lookFirst(ctx context.Context, ad Adapter, req Request, own *ledger.Entry) (_ Outcome, answered bool) {
+	if req.Contract.Dedup != contract.DedupLookup || (!req.MayHaveApplied && own == nil) {
+		return Outcome{}, false
+	}
+	f, err := lookup(ctx, ad, req)
+	switch {
+	case err != nil:
+		return Outcome{Class: contract.ClassNotSent, Error: fmt.Sprintf(
+			"not sent: an earlier attempt may have applied it, and the lookup before sending again failed: %v", err)}, true
+	case f.Found:
+		return Outcome{Class: contract.ClassReplayed, Receipt: f.Receipt}, true
+	}
+	return Outcome{}, false
 }
 
 // nameTheOriginal holds a replay to what a duplicate promises: the

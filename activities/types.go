@@ -64,6 +64,11 @@ type Request struct {
 	// Released: the destination's gate has just released the delivery, so
 	// the attempt reads the gate afresh rather than from a worker's copy.
 	Released bool `json:"released,omitempty"`
+	// MayHaveApplied: an earlier attempt of this run may have applied the
+	// effect (the workflow derives it from its recorded attempts). At a
+	// lookup destination the attempt then looks the effect up before it
+	// sends again.
+	MayHaveApplied bool `json:"may_have_applied,omitempty"`
 }
 
 // ContractOr is the contract the request runs under: the recorded one, or

@@ -54,6 +54,31 @@ type Contract struct {
 	ReviewReminder Duration `json:"review_reminder,omitempty"`
 	// Breaker, when set, holds attempts back while the destination is down.
 	Breaker *Breaker `json:"breaker,omitempty"`
+	// Settle, for dedup lookup only, is how long an effect the destination
+	// received may take to appear to its lookup (a queue, a search index):
+	// the lookup after an unknown outcome waits this long after the
+	// attempt, so that a slow commit is not read as "not found" and sent
+	// again. Left out: DefaultSettle (see SettleTime).
+	Settle *Duration `json:"settle,omitempty"`
+}
+
+// Bounds of Contract.Settle.
+const (
+	DefaultSettle = 10 * time.Second
+	MaxSettle     = time.Hour
+)
+
+// SettleTime is how long the lookup after an unknown outcome waits after
+// the attempt: the declared settle, or DefaultSettle for a lookup contract
+// recorded before it was declared; zero for any other dedup kind.
+func (c Contract) SettleTime() time.Duration {
+	switch {
+	case c.Dedup != DedupLookup:
+		return 0
+	case c.Settle == nil:
+		return DefaultSettle
+	}
+	return c.Settle.D()
 }
 
 // ReplayMarker says how a replayed receipt is recognised: a response header
@@ -105,6 +130,11 @@ func (c Contract) WithDefaults() Contract {
 	}
 	if c.Dedup == DedupKey && c.KeyHeader == "" && c.KeyField == "" {
 		c.KeyHeader = "Idempotency-Key"
+	}
+	if c.Dedup == DedupLookup && c.Settle == nil {
+		// Stated, so that the terms a delivery records say what it waits.
+		s := Duration(DefaultSettle)
+		c.Settle = &s
 	}
 	return c
 }
@@ -160,6 +190,20 @@ func (c Contract) Validate() error {
 	}
 	if c.Breaker != nil {
 		errs = append(errs, c.Breaker.validate())
+	}
+	if s := c.Settle; s != nil {
+		switch {
+		case c.Dedup != DedupLookup:
+			bad("settle", "only a dedup lookup destination looks an effect up; remove settle, or declare dedup lookup")
+		case *s <= 0:
+			bad("settle", "must be positive, e.g. \"10s\": even a destination that shows a write at once may still be "+
+				"processing a request the attempt gave up on")
+		case s.D() > MaxSettle:
+			bad("settle", "%s is over the limit of %s", s, MaxSettle)
+		case r.Deadline > 0 && *s >= r.Deadline:
+			bad("settle", "%s is not shorter than retry.deadline (%s): no resend could follow the lookup; "+
+				"raise the deadline or shorten settle", s, r.Deadline)
+		}
 	}
 	return errors.Join(errs...)
 }

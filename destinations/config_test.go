@@ -1,11 +1,15 @@
 package destinations
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/abde64c9/courier/contract"
 )
 
 const goodFile = `{
@@ -83,6 +87,21 @@ func TestParseBad(t *testing.T) {
   "notifier": {"url": "chat.example/hook", "auth": {"header": "Authorization"}},
   "contract": {"dedup": "none", "retry": {"max_attempts": 3, "attempt_timeout": "1s", "deadline": "1m"}}}}}`,
 			"destination \"x\" (line 1): notifier.url: \"chat.example/hook\" is not an absolute http(s) URL\nnotifier.auth: set exactly one of secret_env or secret_file"},
+		{"settle at a destination that looks nothing up", `{"destinations": {"x": {"adapter": "http", "url": "u",
+  "contract": {"dedup": "none", "settle": "5s", "retry": {"max_attempts": 3, "attempt_timeout": "1s", "deadline": "1m"}}}}}`,
+			`contract.settle: only a dedup lookup destination looks an effect up; remove settle, or declare dedup lookup`},
+		{"settle of nothing", `{"destinations": {"x": {"adapter": "http", "url": "u", "lookup_url": "u?k={key}",
+  "contract": {"dedup": "lookup", "settle": "0s", "retry": {"max_attempts": 3, "attempt_timeout": "1s", "deadline": "1m"}}}}}`,
+			`contract.settle: must be positive, e.g. "10s"`},
+		{"settle over the limit", `{"destinations": {"x": {"adapter": "http", "url": "u", "lookup_url": "u?k={key}",
+  "contract": {"dedup": "lookup", "settle": "2h", "retry": {"max_attempts": 3, "attempt_timeout": "1s", "deadline": "720h"}}}}}`,
+			`contract.settle: 2h0m0s is over the limit of 1h0m0s`},
+		{"settle past the deadline", `{"destinations": {"x": {"adapter": "http", "url": "u", "lookup_url": "u?k={key}",
+  "contract": {"dedup": "lookup", "settle": "1m", "retry": {"max_attempts": 3, "attempt_timeout": "1s", "deadline": "1m"}}}}}`,
+			`contract.settle: 1m0s is not shorter than retry.deadline (1m0s): no resend could follow the lookup`},
+		{"settle not a duration", `{"destinations": {"x": {"adapter": "http", "url": "u", "lookup_url": "u?k={key}",
+  "contract": {"dedup": "lookup", "settle": 10, "retry": {"max_attempts": 3, "attempt_timeout": "1s", "deadline": "1m"}}}}}`,
+			`duration must be a string such as "10s", got 10`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -91,6 +110,29 @@ func TestParseBad(t *testing.T) {
 			require.Contains(t, err.Error(), c.want)
 		})
 	}
+}
+
+// TestParseSettle: a lookup destination's settle time is what it declares,
+// or the stated default; no other destination carries one, so the terms its
+// deliveries record do not change.
+func TestParseSettle(t *testing.T) {
+	cfg, err := Parse([]byte(`{"destinations": {
+  "quick": {"adapter": "http", "url": "http://q", "lookup_url": "http://q/x?k={key}",
+   "contract": {"dedup": "lookup", "settle": "3s", "retry": {"max_attempts": 3, "attempt_timeout": "1s", "deadline": "1m"}}},
+  "plain": {"adapter": "http", "url": "http://p", "lookup_url": "http://p/x?k={key}",
+   "contract": {"dedup": "lookup", "retry": {"max_attempts": 3, "attempt_timeout": "1s", "deadline": "1m"}}},
+  "none": {"adapter": "http", "url": "http://n",
+   "contract": {"dedup": "none", "retry": {"max_attempts": 3, "attempt_timeout": "1s", "deadline": "1m"}}}}}`))
+	require.NoError(t, err)
+	require.Equal(t, 3*time.Second, cfg.Destinations["quick"].Contract.SettleTime())
+	require.Equal(t, contract.DefaultSettle, cfg.Destinations["plain"].Contract.SettleTime())
+	require.NotNil(t, cfg.Destinations["plain"].Contract.Settle, "the default is stated in the terms")
+	none := cfg.Destinations["none"].Contract
+	require.Nil(t, none.Settle)
+	require.Zero(t, none.SettleTime())
+	b, err := json.Marshal(none)
+	require.NoError(t, err)
+	require.NotContains(t, string(b), "settle", "nothing added to the terms of a destination that looks nothing up")
 }
 
 // TestNotifierFor: a destination's own notifier wins over the file's.

@@ -35,11 +35,14 @@ type Budget struct {
 	// Deadline bounds a delivery; InitialInterval and MaxInterval its
 	// backoff (doubling).
 	Deadline, InitialInterval, MaxInterval time.Duration
+	// Settle is the lookup destination's settle time; zero: the default.
+	// The sandbox commits before it answers, so a short one is honest.
+	Settle time.Duration
 }
 
 // CaseBudget is the fault cases' budget: short, so faults resolve quickly.
 var CaseBudget = Budget{AttemptTimeout: 700 * time.Millisecond, Deadline: time.Minute,
-	InitialInterval: 100 * time.Millisecond, MaxInterval: time.Second}
+	InitialInterval: 100 * time.Millisecond, MaxInterval: time.Second, Settle: 200 * time.Millisecond}
 
 // OneOfEachDedup are the lab destinations a run about faults and crashes
 // delivers to: one per way a destination deduplicates. The others are the
@@ -49,7 +52,7 @@ var OneOfEachDedup = []string{DestCRM, DestHelpdesk, DestLedger, DestLegacy}
 // OutageBudget is generous: a run about faults, crashes and lost nodes,
 // not about running out of attempts.
 var OutageBudget = Budget{AttemptTimeout: 2 * time.Second, MaxAttempts: 12, Deadline: 10 * time.Minute,
-	InitialInterval: 200 * time.Millisecond, MaxInterval: 2 * time.Second}
+	InitialInterval: 200 * time.Millisecond, MaxInterval: 2 * time.Second, Settle: time.Second}
 
 // seedAttempts are the seeds' max_attempts per destination.
 var seedAttempts = map[string]int{DestHelpdesk: 3, DestHelpdeskOnce: 1, DestIgnoring: 3, DestLegacy: 3, DestCRM: 2, DestLedger: 3}
@@ -83,6 +86,10 @@ func Destinations(sandboxURL, ledgerPath string, b Budget) destinations.Config {
 			MaxAttempts: attempts, InitialInterval: contract.Duration(b.InitialInterval),
 			MaxInterval: contract.Duration(b.MaxInterval), Backoff: 2,
 			AttemptTimeout: contract.Duration(b.AttemptTimeout), Deadline: contract.Duration(b.Deadline),
+		}
+		if d.Contract.Dedup == contract.DedupLookup && b.Settle > 0 {
+			settle := contract.Duration(b.Settle)
+			d.Contract.Settle = &settle
 		}
 		d.Contract = d.Contract.WithDefaults()
 		cfg.Destinations[name] = d

@@ -88,6 +88,9 @@ func (d *delivery) details() string {
 		if c.KeyRetention > 0 {
 			b.WriteString(fmt.Sprintf(" · keys kept %s", c.KeyRetention))
 		}
+		if s := c.SettleTime(); s > 0 {
+			b.WriteString(fmt.Sprintf(" · looked up %s after an unknown outcome", s))
+		}
 	}
 	if d.namespace != "" {
 		q := fmt.Sprintf(`%s="%s"`, SABusinessID.GetName(), d.in.BusinessID)

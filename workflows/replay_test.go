@@ -47,7 +47,9 @@ const historiesDir = "testdata/histories"
 // update; deliveries that notify when they park, close their review timer
 // on a decision and fail when nothing was delivered; deliveries that
 // publish retry_wait while they wait for their next attempt; deliveries
-// that record a review's outcome in the outcome ledger before they end.
+// that record a review's outcome in the outcome ledger before they end;
+// deliveries that wait a lookup destination's settle time before the
+// lookup after an unknown outcome.
 const (
 	setConfigContract   = "config-contract"
 	setRecordedContract = "recorded-contract"
@@ -55,6 +57,7 @@ const (
 	setReviewDesk       = "review-desk"
 	setRetryState       = "retry-state"
 	setOutcomeLedger    = "outcome-ledger"
+	setSettle           = "settle"
 )
 
 // Sets of recorded gate histories: gates whose breaker came from reports;
@@ -83,7 +86,7 @@ const (
 )
 
 var (
-	deliverySets = []string{setConfigContract, setRecordedContract, setDeliverUpdate, setReviewDesk, setRetryState, setOutcomeLedger}
+	deliverySets = []string{setConfigContract, setRecordedContract, setDeliverUpdate, setReviewDesk, setRetryState, setOutcomeLedger, setSettle}
 	gateSets     = []string{setGateReportedBreaker, setGateTerms, setGateMemo, setGateProof}
 	trustSets    = []string{setTrust, setPlaceholders, setVerifiedReviews, setVerifiedJobs}
 )

@@ -92,6 +92,9 @@ func (d *delivery) run(ctx workflow.Context) (DeliveryResult, error) {
 		case contract.StepRejected:
 			return d.finish(ctx, StatusRejected, nil, out.Error)
 		case contract.StepLookup:
+			if err := d.settle(ctx, *c); err != nil {
+				return DeliveryResult{}, err // canceled
+			}
 			found, err := d.lookup(ctx, *c)
 			if err != nil {
 				failed := "failed"
@@ -293,7 +296,12 @@ func (d *delivery) policy() *reviewproof.Policy {
 
 // nothingAppliedBefore: no attempt before the last one can have taken effect.
 func (d *delivery) nothingAppliedBefore() bool {
-	for _, at := range d.res.Attempts[:len(d.res.Attempts)-1] {
+	return nothingApplied(d.res.Attempts[:len(d.res.Attempts)-1])
+}
+
+// nothingApplied: none of these attempts can have taken effect.
+func nothingApplied(attempts []Attempt) bool {
+	for _, at := range attempts {
 		if !at.Class.NothingApplied() {
 			return false
 		}
@@ -372,10 +380,12 @@ func (d *delivery) attempt(ctx workflow.Context) activities.Outcome {
 	} else {
 		d.logger(ctx).Debug("attempt classified", "class", out.Class)
 	}
-	switch out.Class {
-	case contract.ClassCreated, contract.ClassReplayed:
+	switch {
+	case out.Class == contract.ClassReplayed && out.Receipt != nil && out.Receipt.Source == activities.SourceLookup:
+		d.event(ctx, n, "lookup_found", out.Receipt.ResourceID+" (looked up before sending again: nothing sent)")
+	case out.Class == contract.ClassCreated || out.Class == contract.ClassReplayed:
 		d.event(ctx, n, "receipt_received", fmt.Sprintf("%s, status %d", out.Class, out.StatusCode))
-	case contract.ClassUnknown, contract.ClassServerError:
+	case out.Class == contract.ClassUnknown || out.Class == contract.ClassServerError:
 		d.event(ctx, n, "outcome_uncertain", out.Error)
 	default:
 		d.event(ctx, n, string(out.Class), out.Error)
@@ -395,6 +405,7 @@ func (d *delivery) request(ctx workflow.Context, n int) activities.Request {
 		EarlierRunsChecked: d.earlierRunsChecked && info.OriginalRunID == info.WorkflowExecution.RunID,
 		AcknowledgedRuns:   d.acknowledged,
 		Released:           d.released,
+		MayHaveApplied:     !nothingApplied(d.res.Attempts),
 	}
 }
 
@@ -419,4 +430,22 @@ func (d *delivery) lookup(ctx workflow.Context, c contract.Contract) (activities
 		d.event(ctx, n, "lookup_not_found", "")
 	}
 	return f, nil
+}
+
+// settle waits until the destination's settle time has passed since the
+// last attempt ended, as this delivery recorded it: the latest moment its
+// request can have reached the destination. A destination that commits
+// from a queue would otherwise answer "not found" for an effect it is
+// still making, and the resend would make a second one. Deliveries from
+// before the wait look at once, as they did.
+func (d *delivery) settle(ctx workflow.Context, c contract.Contract) error {
+	last := d.res.Attempts[len(d.res.Attempts)-1]
+	wait := last.Ended.Add(c.SettleTime()).Sub(workflow.Now(ctx))
+	if wait <= 0 || workflow.GetVersion(ctx, versionSettle, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return nil
+	}
+	d.setState(ctx, StateReconciling)
+	d.event(ctx, last.Number, "settle_wait", fmt.Sprintf("%s, the settle time of %s, before the lookup", wait, d.in.Destination))
+	return workflow.NewTimerWithOptions(ctx, wait, workflow.TimerOptions{Summary: fmt.Sprintf(
+		"settle: give %s %s to show attempt %d's effect before looking it up", text.Markdown(d.in.Destination), wait, last.Number)}).Get(ctx, nil)
 }

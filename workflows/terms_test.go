@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	sdktest "go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
@@ -260,6 +261,48 @@ func (s *TermsSuite) TestUnreadableLookupParks() {
 	s.Equal(workflows.StatusAbandoned, res.Status)
 	s.Equal(1, lookups, "an unreadable answer is not asked for again")
 	s.Len(res.Attempts, 1, "nothing sent again")
+}
+
+// TestLookupWaitsToSettle: after an unknown outcome at a lookup
+// destination, the lookup waits the destination's settle time after the
+// attempt ended, as the delivery recorded it; the resend after "not found"
+// says an earlier attempt may have applied, so the attempt looks first.
+// The first attempt says nothing of the kind.
+func (s *TermsSuite) TestLookupWaitsToSettle() {
+	s.in = lab.Input(lab.DestCRM, "terms-settle", lab.Ticket("terms-settle", "Call back the customer"))
+	s.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.WorkflowID(opkey.Key(s.in.Operation))})
+	c := s.cfg.Destinations[lab.DestCRM].Contract
+	s.Require().Positive(c.SettleTime())
+	var first, second activities.Request
+	s.answerRecording(&first, activities.Outcome{
+		Class: contract.ClassUnknown, Error: "no response within the attempt timeout", Terms: &activities.Terms{Contract: &c},
+	})
+	s.answerRecording(&second, activities.Outcome{Class: contract.ClassCreated, StatusCode: 201, Receipt: &activities.Receipt{ResourceID: "ticket-2"}})
+	var looked time.Time
+	s.env.OnActivity(workflows.ActivityLookup, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.Request) (activities.Found, error) {
+			looked = s.env.Now()
+			return activities.Found{}, nil
+		}).Once()
+	res := s.run()
+	s.Equal(workflows.StatusCreated, res.Status)
+	s.Require().Len(res.Attempts, 2)
+	s.GreaterOrEqual(looked.Sub(res.Attempts[0].Ended), c.SettleTime(), "looked up only once the settle time had passed")
+	s.True(slices.ContainsFunc(res.Events, func(e workflows.Event) bool { return e.Event == "settle_wait" }), "%+v", res.Events)
+	s.False(first.MayHaveApplied)
+	s.True(second.MayHaveApplied, "the resend looks first")
+}
+
+// TestHappyPathAsksNoSettle: a delivery whose first attempt is answered
+// writes no settle marker, at a lookup destination too.
+func (s *TermsSuite) TestHappyPathAsksNoSettle() {
+	s.in = lab.Input(lab.DestCRM, "terms-happy", lab.Ticket("terms-happy", "Call back the customer"))
+	s.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.WorkflowID(opkey.Key(s.in.Operation))})
+	c := s.cfg.Destinations[lab.DestCRM].Contract
+	s.env.OnGetVersion("settle", workflow.DefaultVersion, 1).Never()
+	s.answer(activities.Outcome{Class: contract.ClassCreated, StatusCode: 201, Receipt: &activities.Receipt{ResourceID: "ticket-1"},
+		Terms: &activities.Terms{Contract: &c}}, nil)
+	s.Equal(workflows.StatusCreated, s.run().Status)
 }
 
 // TestDeliverJoinCheck: the deliver update's validator compares payloads

@@ -53,3 +53,9 @@ const versionRetryState = "retry-state"
 // Asked only when such a decision comes, so the happy path (whose attempt
 // records its own outcome, inside the activity) writes no marker.
 const versionLedger = "ledger"
+
+// versionSettle marks deliveries that wait their lookup destination's
+// settle time after an unknown outcome before they look the effect up;
+// those before it looked at once. Asked only before such a lookup, so the
+// happy path writes no marker.
+const versionSettle = "settle"

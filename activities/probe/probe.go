@@ -12,7 +12,9 @@
 //	                    the same resource id
 //	lookup              a lookup of the fresh key finds nothing (and lists
 //	                    nothing else); one send; a lookup then finds that
-//	                    effect by the same id
+//	                    effect by the same id, within the declared settle
+//	                    time (it looks every tenth of it, and measures how
+//	                    long the effect took to appear)
 //	none                one send is accepted; a second is never made, since
 //	                    it would be a second effect
 package probe
@@ -90,6 +92,11 @@ type Report struct {
 	// Effects are the probe effects the destination now holds (resource
 	// ids), to recognise and delete.
 	Effects []string `json:"effects"`
+	// Settle, for a lookup destination, is its declared settle time, and
+	// Appeared how long after the send's answer the lookup first found
+	// the effect (to within one look's interval).
+	Settle   string `json:"settle,omitempty"`
+	Appeared string `json:"appeared_after,omitempty"`
 }
 
 // Options of a probe run.
@@ -303,7 +310,7 @@ func (p *prober) replays(ctx context.Context) {
 
 func (p *prober) lookup(ctx context.Context) {
 	p.r.Checked = "looked the fresh key up (must be not found, listing nothing else), sent the probe once, looked it up again " +
-		"(must find that effect by its id); not sent twice: the destination does not deduplicate"
+		"until found (must find that effect by its id, within the declared settle time); not sent twice: the destination does not deduplicate"
 	before, err := p.find(ctx, "lookup before sending")
 	switch {
 	case errors.Is(err, activities.ErrUnreadable):
@@ -327,7 +334,9 @@ func (p *prober) lookup(ctx context.Context) {
 	if !ok {
 		return
 	}
-	after, err := p.find(ctx, "lookup after sending")
+	settle := p.c.SettleTime()
+	p.r.Settle = settle.String()
+	after, appeared, missed, err := p.appear(ctx, settle)
 	id, found := resourceID(one.Receipt), resourceID(after.Receipt)
 	switch {
 	case errors.Is(err, activities.ErrUnreadable):
@@ -336,13 +345,25 @@ func (p *prober) lookup(ctx context.Context) {
 	case err != nil:
 		p.conclude(Inconclusive, "the probe created %s but the lookup failed: %v", orNone(id), err)
 	case !after.Found:
-		p.conclude(Violation, "CONTRACT VIOLATION: the lookup does not find the effect just created (%s) by its key: "+
-			"after a lost response Courier would find nothing and send again, duplicating the effect", orNone(id))
+		p.conclude(Violation, "CONTRACT VIOLATION: the lookup does not find the effect just created (%s) by its key, "+
+			"looking for %s (the declared settle is %s): after a lost response Courier would find nothing and send again, "+
+			"duplicating the effect", orNone(id), lookFor(settle), settle)
+	case missed >= settle:
+		p.conclude(Violation, "CONTRACT VIOLATION: the effect (%s) appeared to the lookup only %s after the send was answered, "+
+			"and it was still missing %s after it: the declared settle of %s is shorter. After a lost response Courier would "+
+			"look too soon, find nothing and send again, duplicating the effect. Declare a settle of at least %s, with a margin",
+			orNone(id), p.r.Appeared, missed.Round(time.Millisecond), settle, p.r.Appeared)
 	case id != "" && found != id:
 		p.conclude(Violation, "CONTRACT VIOLATION: the lookup names another effect (%s) than the one created (%s): "+
 			"either it finds the wrong record or its id is read from the wrong place (see what was read at each pointer above)", found, id)
 	default:
-		p.conclude(Passed, "lookup works: the fresh key was not found, the probe created %s, and the lookup by key then found %s", orNone(id), found)
+		p.conclude(Passed, "lookup works: the fresh key was not found, the probe created %s, and the lookup by key then found %s, "+
+			"%s after the send was answered, within the declared settle of %s", orNone(id), found, p.r.Appeared, settle)
+		if appeared >= settle/2 {
+			p.r.Warnings = append(p.r.Warnings, fmt.Sprintf(
+				"the effect took %s to appear, half the declared settle of %s or more: a slower moment of the destination "+
+					"may take longer; declare more margin", p.r.Appeared, settle))
+		}
 		if id == "" {
 			p.r.Warnings = append(p.r.Warnings, fmt.Sprintf(
 				"the created answer names no resource id, so the lookup's %s could not be compared with it; declare receipt.id", found))
@@ -360,6 +381,50 @@ func (p *prober) readingAdvice() string {
 		return "Declare lookup.match, so that only a record that carries the key counts"
 	}
 	return "Check lookup_url filters by {key} and the lookup's pointers (see what was read at each above)"
+}
+
+// lookFor bounds how long the probe looks for the effect it sent: past
+// the settle time, long enough to measure a destination that needs more.
+func lookFor(settle time.Duration) time.Duration { return settle + max(settle, 5*time.Second) }
+
+// lookEvery is how often the probe looks for the effect it sent, elapsed
+// after sending: a tenth of the settle time, or of the time elapsed once
+// past it, so the time it measures is that close.
+func lookEvery(settle, elapsed time.Duration) time.Duration {
+	return min(max(max(settle, elapsed)/10, 10*time.Millisecond), time.Second)
+}
+
+// appear looks the effect just sent up until the lookup finds it, for up to
+// lookFor(settle), and records how long after the send it first did
+// (appeared, Report.Appeared). missed is how long after the send the last
+// look that did not find it was made.
+func (p *prober) appear(ctx context.Context, settle time.Duration) (f activities.Found, appeared, missed time.Duration, err error) {
+	sent := time.Now()
+	for n := 1; ; n++ {
+		at := time.Since(sent)
+		f, err = p.ad.Lookup(ctx, p.req)
+		if err != nil || f.Found || at >= lookFor(settle) {
+			s := Step{Action: fmt.Sprintf("lookup after sending (look %d, %s)", n, at.Round(time.Millisecond)), Found: &f.Found, Read: f.Reads}
+			if err != nil {
+				s.Error, s.Found = err.Error(), nil
+			}
+			if f.Receipt != nil {
+				s.ResourceID = f.Receipt.ResourceID
+			}
+			p.r.Steps = append(p.r.Steps, s)
+			if err == nil && f.Found {
+				appeared = at.Round(time.Millisecond)
+				p.r.Appeared = appeared.String()
+			}
+			return f, appeared, missed, err
+		}
+		missed = at
+		select {
+		case <-ctx.Done():
+			return f, 0, missed, ctx.Err()
+		case <-time.After(lookEvery(settle, at)):
+		}
+	}
 }
 
 func (p *prober) find(ctx context.Context, action string) (activities.Found, error) {

@@ -3,7 +3,11 @@ package probe_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -113,6 +117,67 @@ func TestLookupNotByKey(t *testing.T) {
 	})
 	require.Equal(t, probe.Violation, r.Verdict)
 	require.Contains(t, r.Finding, "the lookup does not find the effect just created")
+}
+
+// laggingIndex is a partner whose lookup (GET ?key=) sees a record only
+// lag after its create was answered, as a search index refreshed late does.
+func laggingIndex(t *testing.T, lag time.Duration) *httptest.Server {
+	var mu sync.Mutex
+	created := map[string]time.Time{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if r.Method == http.MethodPost {
+			key := r.Header.Get("Idempotency-Key")
+			created[key] = time.Now()
+			w.WriteHeader(http.StatusCreated)
+			_ = json.NewEncoder(w).Encode(map[string]string{"id": "rec-" + key})
+			return
+		}
+		key := r.URL.Query().Get("key")
+		if at, ok := created[key]; ok && time.Since(at) >= lag {
+			_ = json.NewEncoder(w).Encode(map[string]string{"id": "rec-" + key})
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestLookupSettle: the probe measures how long the effect takes to appear
+// to the lookup, and says when the declared settle time is shorter.
+func TestLookupSettle(t *testing.T) {
+	e := env(t)
+	srv := laggingIndex(t, 400*time.Millisecond)
+	at := func(settle time.Duration) func(d *destinations.Destination) {
+		return func(d *destinations.Destination) {
+			d.URL, d.LookupURL = srv.URL+"/records", srv.URL+"/records?key={key}"
+			s := contract.Duration(settle)
+			d.Contract.Settle = &s
+		}
+	}
+
+	r := probeChanged(t, e, lab.DestCRM, at(2*time.Second))
+	require.Equal(t, probe.Passed, r.Verdict, r.Finding)
+	require.Equal(t, "2s", r.Settle)
+	appeared, err := time.ParseDuration(r.Appeared)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, appeared, 400*time.Millisecond)
+	require.Less(t, appeared, time.Second, "measured to within a tenth of the settle time")
+	require.Contains(t, r.Finding, "within the declared settle of 2s")
+	require.Empty(t, r.Warnings)
+
+	r = probeChanged(t, e, lab.DestCRM, at(600*time.Millisecond))
+	require.Equal(t, probe.Passed, r.Verdict, r.Finding)
+	require.Len(t, r.Warnings, 1)
+	require.Contains(t, r.Warnings[0], "half the declared settle of 600ms or more")
+
+	r = probeChanged(t, e, lab.DestCRM, at(100*time.Millisecond))
+	require.Equal(t, probe.Violation, r.Verdict, r.Finding)
+	require.NotEmpty(t, r.Appeared, "measured past the settle time")
+	require.Contains(t, r.Finding, "appeared to the lookup only "+r.Appeared+" after the send was answered")
+	require.Contains(t, r.Finding, "the declared settle of 100ms is shorter")
 }
 
 func TestNone(t *testing.T) {

@@ -555,6 +555,7 @@ func testProbe(t *testing.T, c *cliRun) {
 	lookup := c.courier("probe", "crm", "--destinations", c.destsFile)
 	require.Equal(t, cli.CodeOK, lookup.code, lookup.stderr)
 	require.Contains(t, lookup.stdout, "lookup works")
+	require.Regexp(t, `settle       declared \S+; appeared to the lookup \S+ after the send was answered`, lookup.stdout)
 
 	rejected := c.courier("probe", "helpdesk", "--destinations", c.destsFile, "--payload", `{"title": "no subject"}`)
 	require.Equal(t, cli.CodeRejected, rejected.code, rejected.stderr)

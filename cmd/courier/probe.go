@@ -27,7 +27,9 @@ func probeCommand() *cobra.Command {
 			"probe) and, by dedup kind:\n\n" +
 			"  key, unique-commit  sends it twice with the same key: the second must replay the first\n" +
 			"                      receipt; two effects is a contract violation (the key is ignored)\n" +
-			"  lookup              looks the fresh key up (not found), sends once, looks up again (found)\n" +
+			"  lookup              looks the fresh key up (not found), sends once, looks up again until\n" +
+			"                      found, measuring how long the effect takes to appear: longer than the\n" +
+			"                      declared settle is a contract violation\n" +
 			"  none                sends once (a second send would be a second effect)\n\n" +
 			"The effects it creates are listed so you can delete them.",
 		Example:     "  courier probe ignoring --destinations lab/config/destinations.dev.json",
@@ -117,6 +119,13 @@ func printProbe(w io.Writer, r probe.Report) error {
 		for _, r := range s.Read {
 			fmt.Fprintf(&b, "  %-32s read %s %s = %s\n", "", r.Field, r.Pointer, r.Value)
 		}
+	}
+	if r.Settle != "" {
+		appeared := "not found"
+		if r.Appeared != "" {
+			appeared = "appeared to the lookup " + r.Appeared + " after the send was answered"
+		}
+		fmt.Fprintf(&b, "settle       declared %s; %s\n", r.Settle, appeared)
 	}
 	fmt.Fprintf(&b, "verdict      %s\n", r.Verdict)
 	fmt.Fprintf(&b, "finding      %s\n", r.Finding)

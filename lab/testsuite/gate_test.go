@@ -35,11 +35,13 @@ import (
 )
 
 // outage stands in front of a sandbox service: up, it passes requests on;
-// down, it answers 503 (nothing applied) and counts what reached it.
+// down, it answers 503 (nothing applied) and counts what reached it. It
+// counts every request too, whatever path it names.
 type outage struct {
 	mu        sync.Mutex
 	down      bool
 	whileDown int
+	seen      int
 	srv       *httptest.Server
 }
 
@@ -50,6 +52,7 @@ func newOutage(t *testing.T, target string) *outage {
 	proxy := httputil.NewSingleHostReverseProxy(u)
 	o.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		o.mu.Lock()
+		o.seen++
 		down := o.down
 		if down {
 			o.whileDown++
@@ -70,6 +73,12 @@ func (o *outage) set(down bool) {
 	o.mu.Lock()
 	o.down = down
 	o.mu.Unlock()
+}
+
+func (o *outage) requests() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.seen
 }
 
 func (o *outage) requestsWhileDown() int {

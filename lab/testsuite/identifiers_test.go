@@ -8,8 +8,9 @@ package testsuite
 
 import (
 	"context"
-	"os"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -118,24 +119,19 @@ func TestRealPlainIdentifiers(t *testing.T) {
 	const dest = "things"
 	require.Contains(t, cfg.Destinations, dest)
 	require.Contains(t, cfg.Destinations[dest].URL, "/{business_id}", "the example puts the business id in the path")
+	// Every request sent to the partner passes this front, which counts it
+	// whatever path it names.
+	front := newOutage(t, sb.URL)
+	d := cfg.Destinations[dest]
+	d.URL = strings.Replace(d.URL, sb.URL, front.srv.URL, 1)
+	cfg.Destinations[dest] = d
 	cfgPath := filepath.Join(dir, lab.DestinationsFile)
 	require.NoError(t, lab.WriteDestinations(cfgPath, cfg))
 	effects, err := lab.OpenEffects(sb.Server, cfg)
 	require.NoError(t, err)
 	defer effects.Close()
 
-	log, err := os.Create(filepath.Join(dir, "worker.log"))
-	require.NoError(t, err)
-	defer log.Close()
-	w, err := lab.StartWorker(ctx, lab.WorkerOptions{Courier: courierPath(t), Destinations: cfgPath, Temporal: srv, Log: log})
-	require.NoError(t, err)
-	defer func() { _, _ = w.Stop(30 * time.Second) }()
-	t.Cleanup(func() {
-		if t.Failed() {
-			b, _ := os.ReadFile(log.Name())
-			t.Logf("the worker's log, the end:\n%s", b[max(0, len(b)-8<<10):])
-		}
-	})
+	loggedWorker(ctx, t, srv, cfgPath, dir)
 	c, st := srv.Client(), starter.New(srv.Client())
 	service := lab.SandboxService(cfg.Destinations[dest])
 	sent := func() int { return len(sb.Requests(service)) }
@@ -176,6 +172,21 @@ func TestRealPlainIdentifiers(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, workflows.StatusCreated, res.Status, "%+v", res.Attempts)
 		require.Equal(t, 1, stored("..."))
+	})
+
+	t.Run("values that leave their segment", func(t *testing.T) {
+		for _, id := range []string{"../admin", "..%2Fadmin", "a/b", `a\b`} {
+			before := front.requests()
+			res, err := st.Deliver(ctx, input("acme", id))
+			require.NoError(t, err)
+			require.Equal(t, workflows.StatusRejected, res.Status, "%s: %+v", id, res.Attempts)
+			require.Equal(t, fmt.Sprintf(`not sent: url: placeholder {business_id}: %q holds a / or \ or decodes to . or ..: `+
+				`a proxy that decodes it before resolving the path sends the request to another resource; `+
+				`use another value, or put the placeholder in the query`, id), res.Error)
+			require.True(t, res.LeftNoEffect(), "a corrected request may be sent")
+			require.Equal(t, before, front.requests(), "%s: the partner received no request", id)
+			require.Zero(t, stored(id))
+		}
 	})
 
 	refused := []struct {
