@@ -24,6 +24,8 @@ import (
 func NewActivities(c client.Client, cfg destinations.Config, ads *Adapters) *activities.Activities {
 	acts := &activities.Activities{Adapters: ads.ByName, Notifiers: ads.Notifiers, Contracts: cfg.Contracts(),
 		Reviewers: cfg.Reviewers.Names(), Reviewing: Reviewing(cfg), Tenants: map[string][]string{}}
+	// No destination is named "": its reviewers are the file's default.
+	_, acts.DefaultPolicy = cfg.ReviewersOf("")
 	for name, d := range cfg.Destinations {
 		if d.Tenants != nil {
 			acts.Tenants[name] = d.Tenants

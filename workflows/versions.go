@@ -53,3 +53,10 @@ const versionRetryState = "retry-state"
 // Asked only when such a decision comes, so the happy path (whose attempt
 // records its own outcome, inside the activity) writes no marker.
 const versionLedger = "ledger"
+
+// versionRevocation marks deliveries that ask the workers' current
+// destinations file, by a local activity (CheckSigner), whether the key
+// that signed a verified decision still decides it there: a key removed
+// since the delivery recorded it is refused. Asked only when a signed
+// decision verifies, so no other history carries it.
+const versionRevocation = "revocation"
