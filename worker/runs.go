@@ -99,8 +99,8 @@ func (r earlierRuns) Earlier(ctx context.Context, workflowID, runID string) ([]a
 		case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, enumspb.WORKFLOW_EXECUTION_STATUS_FAILED:
 			var res workflows.DeliveryResult
 			err := r.c.GetWorkflow(ctx, workflowID, id).Get(ctx, &res)
-			if nd, ok := workflows.NotDeliveredResult(err); ok {
-				res, err = nd, nil // ended without an effect, as its result says
+			if nd, ok := workflows.UndeliveredResult(err); ok {
+				res, err = nd, nil // ended without delivering; its result says whether it may have applied
 			}
 			var failed *temporal.WorkflowExecutionError
 			if errors.As(err, &failed) {
