@@ -308,7 +308,7 @@ type DeliveryResult struct {
 	Attempts    []Attempt           `json:"attempts"`
 	Events      []Event             `json:"events"`
 	Review      *Review             `json:"review,omitempty"`
-	// Error says why a delivery ended without an effect (rejected, conflict,
+	// Error says why a delivery ended without delivering (rejected, conflict,
 	// attempt_limit: the last cause).
 	Error string `json:"error,omitempty"`
 }
