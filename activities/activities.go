@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -15,6 +16,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/reviewproof"
 )
 
 // Adapter delivers to one destination.
@@ -35,6 +37,9 @@ type Activities struct {
 	Contracts map[string]contract.Contract
 	Reviewers []string
 	Reviewing map[string]Reviewing
+	// DefaultPolicy is the file's default reviewers' keys (nil: they have
+	// none), who review at a destination the file no longer names.
+	DefaultPolicy *reviewproof.Policy
 	// Tenants, by destination, are the only tenants whose deliveries may
 	// use it; a destination not in it serves every tenant.
 	Tenants map[string][]string
@@ -139,6 +144,40 @@ func lookup(ctx context.Context, ad Adapter, req Request) (Found, error) {
 // could report them). Run as a local activity: its answer is recorded.
 func (a *Activities) ResolveTerms(_ context.Context, destination string) (Terms, error) {
 	return a.terms(destination), nil
+}
+
+// CheckSigner says why the workers' current destinations file no longer
+// lets a verified decision's signer decide it at its destination, or ""
+// when it does: the destination's reviewers there (its own, or the
+// default it takes) must list the same name with the same key, allowed
+// that decision. So removing a key from the file, or a decision from a
+// reviewer, revokes it for deliveries parked before too. Run as a local
+// activity: its answer is recorded, and replay decides alike.
+func (a *Activities) CheckSigner(_ context.Context, s Signer) (string, error) {
+	p := a.DefaultPolicy
+	if r, ok := a.Reviewing[s.Destination]; ok {
+		p = r.Policy
+	}
+	signed, err := reviewproof.ParsePublicKey(s.PublicKey)
+	if err != nil {
+		return "", fmt.Errorf("the recorded key of reviewer %s: %w", s.Reviewer, err)
+	}
+	i := -1
+	if p != nil {
+		i = slices.IndexFunc(p.Reviewers, func(r reviewproof.Reviewer) bool {
+			k, err := reviewproof.ParsePublicKey(r.Key)
+			return r.Name == s.Reviewer && err == nil && k.Equal(signed)
+		})
+	}
+	if i < 0 {
+		return fmt.Sprintf("key of reviewer %s for destination %s is no longer in the destinations file: it was revoked after this delivery recorded it; "+
+			"sign with a key the file lists", s.Reviewer, s.Destination), nil
+	}
+	if r := p.Reviewers[i]; !slices.Contains(r.Decisions, s.Decision) {
+		return fmt.Sprintf("reviewer %s may no longer decide %s at destination %s: the destinations file now gives %s",
+			s.Reviewer, s.Decision, s.Destination, p.Rule(r)), nil
+	}
+	return "", nil
 }
 
 // RemindReview tells operators that a delivery waits for a decision: it

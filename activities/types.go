@@ -177,6 +177,18 @@ type Reviewing struct {
 	Policy *reviewproof.Policy
 }
 
+// Signer is the key that signed a verified review decision, as the
+// delivery's recorded policy holds it, for the workers' current file to
+// confirm: a key removed from the file decides nothing more, not even for
+// deliveries that recorded it.
+type Signer struct {
+	Key         string `json:"key"` // the delivery's
+	Destination string `json:"destination"`
+	Reviewer    string `json:"reviewer"` // the key id
+	PublicKey   string `json:"public_key"`
+	Decision    string `json:"decision"`
+}
+
 // EarlierRun is a finished run of the same workflow ID as the current one.
 type EarlierRun struct {
 	RunID  string    `json:"run_id"`

@@ -58,8 +58,10 @@ func derive(in workflows.DeliveryInput) request {
 // typed (temporal.ApplicationError, through the child's or activity's
 // error): workflows.ErrInvalidRequest (nothing was started),
 // workflows.ErrConflict (the operation carries another payload; nothing was
-// sent), workflows.ErrNotDelivered (ended without an effect; the returned
-// result, and workflows.NotDeliveredResult(err), say why).
+// sent), workflows.ErrNotDelivered (ended without an effect: nothing it
+// sent can have applied), workflows.ErrUnconfirmed (ended without a
+// confirmed effect, where one may exist: check the destination); for
+// both, the returned result, and workflows.UndeliveredResult(err), say why.
 func Deliver(ctx workflow.Context, in workflows.DeliveryInput) (workflows.DeliveryResult, error) {
 	var req request
 	if err := workflow.SideEffect(ctx, func(workflow.Context) any { return derive(in) }).Get(&req); err != nil {
@@ -98,14 +100,14 @@ func Deliver(ctx workflow.Context, in workflows.DeliveryInput) (workflows.Delive
 			// each attempt only waits; the failures that decide are typed.
 			RetryPolicy: &temporal.RetryPolicy{
 				InitialInterval: time.Second, MaximumInterval: 10 * time.Second,
-				NonRetryableErrorTypes: []string{workflows.ErrNotDelivered, workflows.ErrConflict, workflows.ErrInvalidRequest},
+				NonRetryableErrorTypes: []string{workflows.ErrNotDelivered, workflows.ErrUnconfirmed, workflows.ErrConflict, workflows.ErrInvalidRequest},
 			},
 			Summary: "join " + workflows.Summary(in.Operation),
 		})
 		res = workflows.DeliveryResult{}
 		err = await(ctx, workflow.ExecuteActivity(actx, workflows.ActivityJoinDelivery, in), &res)
 	}
-	if nd, ok := workflows.NotDeliveredResult(err); ok {
+	if nd, ok := workflows.UndeliveredResult(err); ok {
 		return nd, err
 	}
 	return res, err
@@ -154,7 +156,7 @@ func NexusDeliver(ctx workflow.Context, endpoint string, in NexusInput, opts wor
 	c := workflow.NewNexusClient(endpoint, workflows.NexusService)
 	var res workflows.DeliveryResult
 	err := c.ExecuteOperation(ctx, workflows.NexusOperationDeliver, in, opts).Get(ctx, &res)
-	if nd, ok := workflows.NotDeliveredResult(err); ok {
+	if nd, ok := workflows.UndeliveredResult(err); ok {
 		return nd, err
 	}
 	return res, err

@@ -173,6 +173,21 @@ func (s *DeliverSuite) TestNotDeliveredCarriesTheResult() {
 	s.Contains(out[0].Result.Error, "subject: required")
 }
 
+// TestAbandonedIsUnconfirmed: a parked delivery a reviewer abandons fails
+// the call with type Unconfirmed, not NotDelivered: its attempt may have
+// applied.
+func (s *DeliverSuite) TestAbandonedIsUnconfirmed() {
+	in := lab.Input(lab.DestLegacy, "order-abandoned", lab.Ticket("order", "Invoice the order"))
+	s.attempt(activities.Outcome{Class: contract.ClassUnknown, Error: "connection closed after the request was written"})
+	s.env.RegisterDelayedCallback(func() {
+		s.env.SignalWorkflowByID(workflows.WorkflowID(opkey.Key(in.Operation)), workflows.SignalReview,
+			workflows.ReviewDecision{Decision: workflows.DecisionAbandon, Reviewer: "ops", Note: "customer cancelled"})
+	}, 6*time.Hour)
+	out := s.run(in)
+	s.Equal(workflows.ErrUnconfirmed, out[0].Type)
+	s.Equal(workflows.StatusAbandoned, out[0].Result.Status)
+}
+
 // TestParkedWaitsForTheReview: an unknown outcome at a destination without
 // dedup parks the child; the caller waits until a reviewer decides, and
 // gets delivered_by_review.

@@ -30,7 +30,7 @@ func TestVerifyJob(t *testing.T) {
 	good := sign(alice, "alice", job, now)
 	v, err := reviewproof.VerifyJob(good, d, policy, now.Add(time.Minute))
 	require.NoError(t, err)
-	require.Equal(t, reviewproof.Verified{Principal: "alice", Policy: "legacy's reviewers: alice may retry, abandon"}, v)
+	require.Equal(t, reviewproof.Verified{Principal: "alice", Policy: "legacy's reviewers: alice may retry, abandon", Key: policy.Reviewers[0].Key}, v)
 
 	// Any tenant or operation when the job names none.
 	wide := job

@@ -24,7 +24,7 @@ func allow(p Policy, r Reviewer, decision string, altered []string, noteSHA256, 
 	if !slices.Contains(r.Decisions, decision) {
 		return Verified{}, fmt.Errorf("%w: %s", ErrNotAllowed, p.Rule(r))
 	}
-	return Verified{Principal: r.Name, Policy: p.Rule(r)}, nil
+	return Verified{Principal: r.Name, Policy: p.Rule(r), Key: r.Key}, nil
 }
 
 // sign is the compact JWS of claims by the reviewer name with key.

@@ -196,9 +196,13 @@ func Sign(key ed25519.PrivateKey, name string, d Decision, now time.Time, ttl ti
 }
 
 // Verified is who a proof proves decided, and the rule that allowed it.
+// Key is the public key the proof verified with, as the policy holds it:
+// the one the workers' current file must still list for the decision to
+// count (revocation).
 type Verified struct {
 	Principal string
 	Policy    string
+	Key       string
 }
 
 // Verify checks proof against decision d as received, policy p and the

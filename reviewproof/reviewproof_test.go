@@ -36,7 +36,7 @@ func TestVerify(t *testing.T) {
 	good := sign(alice, "alice", d, now, 10*time.Minute)
 	v, err := reviewproof.Verify(good, d, policy, now.Add(time.Minute))
 	require.NoError(t, err)
-	require.Equal(t, reviewproof.Verified{Principal: "alice", Policy: "legacy's reviewers: alice may retry, delivered, abandon"}, v)
+	require.Equal(t, reviewproof.Verified{Principal: "alice", Policy: "legacy's reviewers: alice may retry, delivered, abandon", Key: policy.Reviewers[0].Key}, v)
 
 	with := func(f func(*reviewproof.Decision)) reviewproof.Decision { c := d; f(&c); return c }
 	parts := strings.Split(good, ".")

@@ -13,11 +13,12 @@ import (
 
 // Result waits for the run (empty: the latest) of the delivery with this
 // key to finish and returns its result, delivered or not: one that ended
-// without an effect fails, and carries its result in the failure.
+// without delivering fails (NotDelivered, or Unconfirmed where an effect
+// may exist), and carries its result in the failure.
 func (s *Client) Result(ctx context.Context, key, runID string) (workflows.DeliveryResult, error) {
 	var res workflows.DeliveryResult
 	err := s.c.GetWorkflow(ctx, workflows.WorkflowID(key), runID).Get(ctx, &res)
-	if nd, ok := workflows.NotDeliveredResult(err); ok {
+	if nd, ok := workflows.UndeliveredResult(err); ok {
 		return nd, nil
 	}
 	if err != nil {

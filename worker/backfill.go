@@ -90,7 +90,7 @@ func backfillEntry(ctx context.Context, c client.Client, dc converter.DataConver
 		Destination: in.Destination, WorkflowID: wid, RunID: rid, Recorded: closed}
 	var res workflows.DeliveryResult
 	err = c.GetWorkflow(ctx, wid, rid).Get(ctx, &res)
-	if nd, ok := workflows.NotDeliveredResult(err); ok {
+	if nd, ok := workflows.UndeliveredResult(err); ok {
 		res, err = nd, nil
 	}
 	var failed *temporal.WorkflowExecutionError

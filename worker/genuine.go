@@ -103,6 +103,13 @@ func checkScheduler(info activity.Info, args []any) error {
 			return fmt.Errorf("scheduled by a %q workflow, not a %s or its gate", wt, workflows.WorkflowType)
 		}
 		return nil
+	case activityCheckSigner:
+		// A local activity too; it answers only for the delivery it names.
+		sg, ok := arg[activities.Signer](args)
+		if !ok {
+			return fmt.Errorf("no signer")
+		}
+		return delivery(sg.Key)
 	case activityNotifyGate, activityReleaseHeld:
 		dest, ok := gateDestination(args)
 		if !ok {
@@ -124,6 +131,7 @@ func checkScheduler(info activity.Info, args []any) error {
 // workflows.names does not list, as the SDK names them: the method's name.
 const (
 	activityResolveTerms = "ResolveTerms"
+	activityCheckSigner  = "CheckSigner"
 	activityNotifyGate   = "NotifyGate"
 	activityReleaseHeld  = "ReleaseHeld"
 )

@@ -24,6 +24,8 @@ import (
 func NewActivities(c client.Client, cfg destinations.Config, ads *Adapters) *activities.Activities {
 	acts := &activities.Activities{Adapters: ads.ByName, Notifiers: ads.Notifiers, Contracts: cfg.Contracts(),
 		Reviewers: cfg.Reviewers.Names(), Reviewing: Reviewing(cfg), Tenants: map[string][]string{}}
+	// No destination is named "": its reviewers are the file's default.
+	_, acts.DefaultPolicy = cfg.ReviewersOf("")
 	for name, d := range cfg.Destinations {
 		if d.Tenants != nil {
 			acts.Tenants[name] = d.Tenants
@@ -97,8 +99,8 @@ func (r earlierRuns) Earlier(ctx context.Context, workflowID, runID string) ([]a
 		case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, enumspb.WORKFLOW_EXECUTION_STATUS_FAILED:
 			var res workflows.DeliveryResult
 			err := r.c.GetWorkflow(ctx, workflowID, id).Get(ctx, &res)
-			if nd, ok := workflows.NotDeliveredResult(err); ok {
-				res, err = nd, nil // ended without an effect, as its result says
+			if nd, ok := workflows.UndeliveredResult(err); ok {
+				res, err = nd, nil // ended without delivering; its result says whether it may have applied
 			}
 			var failed *temporal.WorkflowExecutionError
 			if errors.As(err, &failed) {

@@ -169,7 +169,13 @@ func (d *delivery) setup(ctx workflow.Context) error {
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateReview,
 		func(ctx workflow.Context, rd ReviewDecision) (ReviewRecord, error) {
-			return d.receiveReview(ctx, rd, "update"), nil
+			rec := d.receiveReview(ctx, rd, "update")
+			if !rec.Accepted {
+				// Refused past the validator (a revoked key, or another
+				// decision came first): recorded, and the caller is told.
+				return rec, temporal.NewApplicationError(rec.Reason, ErrInvalidReview)
+			}
+			return rec, nil
 		},
 		workflow.UpdateHandlerOptions{Description: describeReviewUpdate, Validator: func(ctx workflow.Context, rd ReviewDecision) error {
 			if err := d.checkReview(ctx, rd); err != nil {

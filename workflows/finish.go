@@ -117,8 +117,10 @@ func (d *delivery) close(ctx workflow.Context, st Status, cause string) (Deliver
 	d.closed = true
 	if !st.Delivered() && d.desk(ctx) {
 		// Failed in the web UI's list, where Completed reads as delivered;
-		// the result travels in the failure (see NotDeliveredResult).
-		return d.res, temporal.NewApplicationErrorWithOptions(fmt.Sprintf("%s: %s", st, cause), ErrNotDelivered,
+		// the result travels in the failure (see UndeliveredResult), whose
+		// type says whether an effect may exist. Only the failure's content
+		// changed with that type, not the command: no version marker.
+		return d.res, temporal.NewApplicationErrorWithOptions(fmt.Sprintf("%s: %s", st, cause), d.res.FailureType(),
 			temporal.ApplicationErrorOptions{
 				NonRetryable: true, Details: []any{d.res}, Category: temporal.ApplicationErrorCategoryBenign,
 			})

@@ -7,6 +7,7 @@ import (
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/lab"
 	"github.com/abde64c9/courier/reviewproof"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -23,6 +24,7 @@ func (s *TermsSuite) TestSignedBatchJob() {
 	policy := reviewproof.Policy{Source: "helpdesk's reviewers", Reviewers: []reviewproof.Reviewer{
 		{Name: "alice", Key: reviewproof.FormatPublicKey(alice.Public().(ed25519.PublicKey)), Decisions: []string{"retry", "abandon"}},
 	}}
+	s.acts.Reviewing[lab.DestHelpdesk] = activities.Reviewing{Policy: &policy} // the workers' file lists alice
 	s.answer(activities.Outcome{
 		Class: contract.ClassUnknown, Error: "lost", Terms: &activities.Terms{Policy: &policy, Contract: &contract.Contract{
 			Dedup: contract.DedupNone, Retry: contract.Retry{MaxAttempts: 1, AttemptTimeout: contract.Duration(time.Second), Deadline: contract.Duration(time.Minute)}}},

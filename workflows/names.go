@@ -44,10 +44,21 @@ const (
 	// ErrInvalidReview is the error type of a review update the workflow refused.
 	ErrInvalidReview = "InvalidReview"
 	// ErrNotDelivered is the error type of a delivery that ended without an
-	// effect (rejected, conflict, attempt_limit, abandoned, canceled): the run fails,
-	// so the web UI shows it apart from the delivered ones, and the
-	// failure's details are its DeliveryResult.
+	// effect, where nothing it sent can have applied: every attempt was
+	// refused or provably not sent (rejected; attempt_limit or canceled
+	// with no attempt that may have applied: DeliveryResult.LeftNoEffect).
+	// The run fails, so the web UI shows it apart from the delivered ones,
+	// and the failure's details are its DeliveryResult.
 	ErrNotDelivered = "NotDelivered"
+	// ErrUnconfirmed is the error type of a delivery that ended without a
+	// confirmed effect, where one may exist: an attempt may have applied
+	// (attempt_limit, canceled or rejected after an unknown outcome), a
+	// reviewer abandoned it, or its key holds another payload's effect
+	// (conflict). Check the destination before acting as if nothing
+	// happened. Details as ErrNotDelivered's. Runs that ended before this
+	// type existed failed NotDelivered whatever their attempts: their
+	// result's LeftNoEffect says which they were.
+	ErrUnconfirmed = "Unconfirmed"
 	// ErrConflict is the error type of a deliver update refused because the
 	// delivery carries another payload; its details are the delivery's
 	// fingerprint, then the request's.

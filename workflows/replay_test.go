@@ -77,18 +77,20 @@ const (
 // those that also ignore a review command pasted with its placeholders;
 // deliveries whose reviewers have keys, deciding only on a verified proof;
 // and those that also take a signed batch job's decision, verifying the
-// job's proof against themselves.
+// job's proof against themselves; and those that also refuse a signer
+// whose key the workers' current file no longer lists.
 const (
 	setTrust           = "trust"
 	setPlaceholders    = "placeholders"
 	setVerifiedReviews = "verified-reviews"
 	setVerifiedJobs    = "verified-jobs"
+	setRevocation      = "revocation"
 )
 
 var (
 	deliverySets = []string{setConfigContract, setRecordedContract, setDeliverUpdate, setReviewDesk, setRetryState, setOutcomeLedger, setSettle}
 	gateSets     = []string{setGateReportedBreaker, setGateTerms, setGateMemo, setGateProof}
-	trustSets    = []string{setTrust, setPlaceholders, setVerifiedReviews, setVerifiedJobs}
+	trustSets    = []string{setTrust, setPlaceholders, setVerifiedReviews, setVerifiedJobs, setRevocation}
 )
 
 // recordedHistories reads every Delivery set's index (the fault cases' and

@@ -4,6 +4,7 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -190,8 +191,8 @@ func (d *delivery) check(ctx workflow.Context, rd ReviewDecision, placeholders b
 	if allowed := d.reviewers(); p == nil && len(allowed) > 0 && !slices.Contains(allowed, rd.Reviewer) {
 		return reviewproof.Verified{}, fmt.Errorf("reviewer: %q may not review deliveries; allowed: %s", rd.Reviewer, strings.Join(allowed, ", "))
 	}
-	if d.state != StateAwaitingReview || d.decision != nil {
-		return reviewproof.Verified{}, fmt.Errorf("delivery %s is not awaiting review (state %s)", d.res.Key, d.stateName())
+	if err := d.awaiting(); err != nil {
+		return reviewproof.Verified{}, err
 	}
 	if p == nil {
 		return reviewproof.Verified{}, nil
@@ -210,6 +211,41 @@ func (d *delivery) check(ctx workflow.Context, rd ReviewDecision, placeholders b
 		return v, fmt.Errorf("proof: %w", err)
 	}
 	return v, nil
+}
+
+// revoked refuses a verified decision whose signer the workers' current
+// destinations file no longer lets decide it: the recorded policy says
+// who could decide when the delivery parked, the file says who still
+// may. The proof is pure computation; the file is read by a local
+// activity, whose answer is recorded. An update's validator cannot run
+// one, so its handler refuses such a decision (see setup).
+func (d *delivery) revoked(ctx workflow.Context, rd ReviewDecision, v reviewproof.Verified) error {
+	if v.Principal == "" || workflow.GetVersion(ctx, versionRevocation, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return nil
+	}
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 10 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+	})
+	var why string
+	if err := workflow.ExecuteLocalActivity(lctx, a.CheckSigner, activities.Signer{
+		Key: d.res.Key, Destination: d.in.Destination, Reviewer: v.Principal, PublicKey: v.Key, Decision: rd.Decision,
+	}).Get(ctx, &why); err != nil {
+		return fmt.Errorf("the key of reviewer %s could not be checked against the workers' destinations file (%v): send the decision again", v.Principal, err)
+	}
+	if why != "" {
+		return errors.New(why)
+	}
+	// Another decision may have been accepted while the file was read.
+	return d.awaiting()
+}
+
+// awaiting refuses a decision when the delivery is not waiting for one.
+func (d *delivery) awaiting() error {
+	if d.state != StateAwaitingReview || d.decision != nil {
+		return fmt.Errorf("delivery %s is not awaiting review (state %s)", d.res.Key, d.stateName())
+	}
+	return nil
 }
 
 // proofDecision is what a proof for rd must have signed here.
@@ -250,7 +286,11 @@ func (d *delivery) receiveReview(ctx workflow.Context, rd ReviewDecision, via st
 	// they were refused is decided again as it was.
 	refuse := rd.Placeholders() == nil ||
 		workflow.GetVersion(ctx, versionPlaceholders, workflow.DefaultVersion, 1) == 1
-	if v, err := d.check(ctx, rd, refuse); err != nil {
+	v, err := d.check(ctx, rd, refuse)
+	if err == nil {
+		err = d.revoked(ctx, rd, v)
+	}
+	if err != nil {
 		rec.Reason = text.Excerpt(err.Error(), maxReasonLen)
 	} else {
 		rec.Accepted, rec.Principal, rec.Policy = true, v.Principal, v.Policy

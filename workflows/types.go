@@ -58,19 +58,35 @@ func (s Status) Delivered() bool {
 	return s == StatusCreated || s == StatusDuplicate || s == StatusDeliveredByReview
 }
 
-// NotDeliveredResult is the result of a delivery that ended without an
-// effect, from the error its run's Get returns (its failure's details).
-func NotDeliveredResult(err error) (DeliveryResult, bool) {
+// UndeliveredResult is the result of a delivery that ended without
+// delivering, from the error its run's Get returns: the details of its
+// NotDelivered or Unconfirmed failure. Whatever the type, what a reader
+// decides on (may the operation run again?) is the result's LeftNoEffect,
+// which also reads runs from before Unconfirmed.
+func UndeliveredResult(err error) (DeliveryResult, bool) {
 	var res DeliveryResult
 	app, ok := Failure(err, ErrNotDelivered)
+	if !ok {
+		app, ok = Failure(err, ErrUnconfirmed)
+	}
 	if !ok || app.Details(&res) != nil {
 		return DeliveryResult{}, false
 	}
 	return res, true
 }
 
-// Failure finds the failure of type typ (ErrNotDelivered, ErrConflict,
-// ErrInvalidRequest) in err's chain: under a child's, an activity's or a
+// FailureType is the error type a delivery that ended without delivering
+// fails with: ErrNotDelivered when it provably applied nothing,
+// ErrUnconfirmed when an effect may exist.
+func (r DeliveryResult) FailureType() string {
+	if r.LeftNoEffect() {
+		return ErrNotDelivered
+	}
+	return ErrUnconfirmed
+}
+
+// Failure finds the failure of type typ (ErrNotDelivered, ErrUnconfirmed,
+// ErrConflict, ErrInvalidRequest) in err's chain: under a child's, an activity's or a
 // Nexus operation's error, and under the caller's own wrapping, which a
 // workflow's failure carries as an application error of its own.
 func Failure(err error, typ string) (*temporal.ApplicationError, bool) {
@@ -292,7 +308,7 @@ type DeliveryResult struct {
 	Attempts    []Attempt           `json:"attempts"`
 	Events      []Event             `json:"events"`
 	Review      *Review             `json:"review,omitempty"`
-	// Error says why a delivery ended without an effect (rejected, conflict,
+	// Error says why a delivery ended without delivering (rejected, conflict,
 	// attempt_limit: the last cause).
 	Error string `json:"error,omitempty"`
 }

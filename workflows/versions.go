@@ -59,3 +59,10 @@ const versionLedger = "ledger"
 // those before it looked at once. Asked only before such a lookup, so the
 // happy path writes no marker.
 const versionSettle = "settle"
+
+// versionRevocation marks deliveries that ask the workers' current
+// destinations file, by a local activity (CheckSigner), whether the key
+// that signed a verified decision still decides it there: a key removed
+// since the delivery recorded it is refused. Asked only when a signed
+// decision verifies, so no other history carries it.
+const versionRevocation = "revocation"

@@ -166,14 +166,25 @@ func outcome(st workflows.DeliveryStatus) error {
 	case workflows.State(workflows.StatusConflict):
 		return &cli.ExitError{Code: cli.CodeConflict, Err: fmt.Errorf("conflict: %s", st.Error)}
 	case workflows.State(workflows.StatusRejected):
+		if !st.LeftNoEffect() {
+			return &cli.ExitError{Code: cli.CodeRejected, Err: fmt.Errorf("rejected: %s; %s", st.Error, mayExist)}
+		}
 		return &cli.ExitError{Code: cli.CodeRejected, Err: fmt.Errorf("rejected: %s", st.Error)}
 	case workflows.State(workflows.StatusAttemptLimit), workflows.State(workflows.StatusAbandoned):
-		return &cli.ExitError{Code: cli.CodeNotDelivered, Err: fmt.Errorf("not delivered (%s): %s", st.State, st.Error)}
+		effect := "nothing it sent can have applied"
+		if !st.LeftNoEffect() {
+			effect = mayExist
+		}
+		return &cli.ExitError{Code: cli.CodeNotDelivered, Err: fmt.Errorf("not delivered (%s): %s; %s", st.State, st.Error, effect)}
 	case workflows.State(workflows.StatusCanceled), workflows.State(workflows.StatusTerminated), workflows.State(workflows.StatusTimedOut):
 		return &cli.ExitError{Code: cli.CodeStopped, Err: stopped(st)}
 	}
 	return &cli.ExitError{Code: cli.CodeError, Err: fmt.Errorf("delivery %s is %s", st.Key, st.State)}
 }
+
+// mayExist is what a delivery that ended without a confirmed effect,
+// where one may exist (workflows.ErrUnconfirmed), leaves its reader to do.
+const mayExist = "an effect may exist at the destination (it ended unconfirmed): check there before acting as if nothing happened"
 
 // stopped says how a delivery stopped before it settled, and how to go on.
 func stopped(st workflows.DeliveryStatus) error {

@@ -271,6 +271,7 @@ func testNotDelivered(t *testing.T, c *cliRun) {
 	r := c.deliver("helpdesk", "cli-limit", ticket("cli-limit", "s"))
 	require.Equal(t, cli.CodeNotDelivered, r.code, r.stderr)
 	require.Contains(t, r.stderr, "not delivered (attempt_limit): retry budget spent after 3 attempts")
+	require.Contains(t, r.stderr, "nothing it sent can have applied", "three 503s: the destination applied none")
 	require.Equal(t, workflows.StatusAttemptLimit, status(t, r).Status)
 	require.Equal(t, 0, c.effects("helpdesk", "cli-limit"))
 

@@ -29,7 +29,7 @@ func TestLedgerCommands(t *testing.T) {
 	_, err = st.Starter.Review(ctx, parked.Key, workflows.ReviewDecision{Decision: workflows.DecisionAbandon, Reviewer: "ops", Note: "not found"})
 	require.NoError(t, err)
 	res, err := st.Starter.Result(ctx, parked.Key, "")
-	if nd, ok := workflows.NotDeliveredResult(err); ok {
+	if nd, ok := workflows.UndeliveredResult(err); ok {
 		res, err = nd, nil
 	}
 	require.NoError(t, err)

@@ -87,7 +87,7 @@ func place(ctx context.Context, c client.Client, args []string) error {
 	fmt.Fprintf(os.Stderr, "order %s: workflow %s (%s); waiting (a parked delivery waits for its review)\n", o.ID, name, wf)
 	var p Placed
 	err = run.Get(ctx, &p)
-	if res, ok := workflows.NotDeliveredResult(err); ok {
+	if res, ok := workflows.UndeliveredResult(err); ok {
 		p = Placed{OrderID: o.ID, Delivery: res}
 	}
 	if p.Delivery.Key != "" {

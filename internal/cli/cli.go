@@ -43,7 +43,7 @@ var ExitStatuses = [...]string{
 	CodeConflict:     "conflict: the operation was started with another payload; nothing was sent",
 	CodeRejected:     "rejected: the destination refused the request (probe: refused the probe payload)",
 	CodeAwaiting:     "awaiting review: the outcome is unknown and a person must decide",
-	CodeNotDelivered: "not delivered: attempt_limit or abandoned",
+	CodeNotDelivered: "not delivered: attempt_limit or abandoned; the message says whether an effect may exist",
 	CodeUnknownKey:   "unknown key: no delivery has this key",
 	CodeRefused:      "refused: the delivery is not awaiting review, the reviewer is not allowed, or the destination's gate refused the change",
 	CodeViolation:    "contract violation (probe): the destination does not do what its contract declares",

@@ -141,7 +141,7 @@ func TestBadStarts(t *testing.T) {
 					ID: workflows.WorkflowID(opkey.Key(hand.Operation)), TaskQueue: workflows.TaskQueue,
 				}, workflows.WorkflowType, hand)
 				require.NoError(t, err)
-				res, ok := workflows.NotDeliveredResult(run.Get(ctx, nil))
+				res, ok := workflows.UndeliveredResult(run.Get(ctx, nil))
 				require.True(t, ok, "a rejected run fails with its result")
 				requireRejected(t, res, row.want)
 

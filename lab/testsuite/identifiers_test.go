@@ -225,8 +225,11 @@ func TestRealPlainIdentifiers(t *testing.T) {
 			h, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.WorkflowID(key), TaskQueue: workflows.TaskQueue},
 				workflows.WorkflowType, in)
 			require.NoError(t, err)
-			res, ok := workflows.NotDeliveredResult(h.Get(ctx, nil))
+			err = h.Get(ctx, nil)
+			res, ok := workflows.UndeliveredResult(err)
 			require.True(t, ok, "a rejected run fails with its result")
+			_, ok = workflows.Failure(err, workflows.ErrNotDelivered)
+			require.True(t, ok, "rejected before any attempt: nothing applied, so NotDelivered: %v", err)
 			require.Equal(t, workflows.StatusRejected, res.Status)
 			require.Equal(t, r.want, res.Error)
 			require.Empty(t, res.Attempts)

@@ -31,7 +31,7 @@ func earlierJoinCaller(ctx workflow.Context, in workflows.DeliveryInput) (workfl
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue: workflows.TaskQueue, StartToCloseTimeout: time.Hour, HeartbeatTimeout: 30 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 10 * time.Second,
-			NonRetryableErrorTypes: []string{workflows.ErrNotDelivered, workflows.ErrConflict, workflows.ErrInvalidRequest}},
+			NonRetryableErrorTypes: []string{workflows.ErrNotDelivered, workflows.ErrUnconfirmed, workflows.ErrConflict, workflows.ErrInvalidRequest}},
 	})
 	var res workflows.DeliveryResult
 	err := workflow.ExecuteActivity(ctx, workflows.ActivityJoinDelivery, in).Get(ctx, &res)
@@ -102,7 +102,7 @@ func TestJoinsLeaveAttemptSlots(t *testing.T) {
 	for _, r := range runs {
 		var out workflows.DeliveryResult
 		err := r.Get(ctx, &out)
-		_, ok := workflows.Failure(err, workflows.ErrNotDelivered)
+		_, ok := workflows.Failure(err, workflows.ErrUnconfirmed)
 		require.True(t, ok, "%s: %v", r.GetID(), err)
 	}
 }

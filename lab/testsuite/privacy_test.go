@@ -88,7 +88,7 @@ func TestEncryptedFailures(t *testing.T) {
 		// The key holder reads the failure, its message and its result...
 		err := c.GetWorkflow(ctx, wid, "").Get(ctx, nil)
 		require.ErrorContains(t, err, marker)
-		res, notDelivered := workflows.NotDeliveredResult(err)
+		res, notDelivered := workflows.UndeliveredResult(err)
 		require.True(t, notDelivered, "a NotDelivered failure: %v", err)
 		require.Contains(t, res.Error, marker)
 		// ...and one without it reads neither.

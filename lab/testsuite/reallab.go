@@ -215,7 +215,7 @@ func (l *RealLab) abandon(ctx context.Context, keys []string) {
 		// Closed before the case's worker stops: the decision is recorded
 		// in the outcome ledger by a step of its own.
 		if _, err := st.Result(ctx, key, ""); err != nil {
-			if _, ok := workflows.NotDeliveredResult(err); !ok {
+			if _, ok := workflows.UndeliveredResult(err); !ok {
 				slog.Warn("faultlab: an abandoned delivery did not close", "key", key, "error", err)
 			}
 		}

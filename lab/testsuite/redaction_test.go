@@ -182,7 +182,7 @@ func echoedCredentials(t *testing.T, codecOn bool) {
 		seen["status of "+k.key] = string(b)
 		seen["details of "+k.key] = details(k.key)
 		err = c.GetWorkflow(ctx, workflows.WorkflowID(k.key), "").Get(ctx, &s)
-		if res, ok := workflows.NotDeliveredResult(err); ok {
+		if res, ok := workflows.UndeliveredResult(err); ok {
 			b, _ = json.Marshal(res)
 			seen["result of "+k.key] = string(b) + err.Error()
 		} else {

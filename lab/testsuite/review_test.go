@@ -373,7 +373,7 @@ func TestHandMadeWorkflowID(t *testing.T) {
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "delivery-made-by-hand"})
 	in := lab.Input(lab.DestHelpdesk, "hand-made", lab.Ticket("hand-made", "Move the workshop booking"))
 	env.ExecuteWorkflow(workflows.WorkflowType, in)
-	res, ok := workflows.NotDeliveredResult(env.GetWorkflowError())
+	res, ok := workflows.UndeliveredResult(env.GetWorkflowError())
 	require.True(t, ok, "a rejected delivery fails with its result: %v", env.GetWorkflowError())
 	require.Equal(t, workflows.StatusRejected, res.Status)
 	require.Contains(t, res.Error, `workflow ID "delivery-made-by-hand" does not match the operation: start it as "delivery-`)

@@ -105,8 +105,8 @@ func TestTerminatedDeliveryMovesOn(t *testing.T) {
 
 // TestCanceledDeliveryEnds: a cancel request on a parked delivery ends it
 // as canceled, in its result, its status query and its CourierState; it
-// counts as possibly applied, so delivering the operation again parks
-// naming it.
+// counts as possibly applied (its run fails Unconfirmed), so delivering
+// the operation again parks naming it.
 func TestCanceledDeliveryEnds(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -118,6 +118,8 @@ func TestCanceledDeliveryEnds(t *testing.T) {
 	require.Equal(t, workflows.StatusCanceled, res.Status, "%+v", res)
 	require.False(t, res.LeftNoEffect())
 	require.Contains(t, res.Error, "may have applied")
+	_, unconfirmed := workflows.Failure(s.c.GetWorkflow(ctx, wid, runID).Get(ctx, nil), workflows.ErrUnconfirmed)
+	require.True(t, unconfirmed, "its run fails Unconfirmed, not NotDelivered: its attempt may have applied")
 	now, err := s.starter.Status(ctx, st.Key)
 	require.NoError(t, err)
 	require.Equal(t, workflows.State(workflows.StatusCanceled), now.State)

@@ -84,7 +84,7 @@ func (t TestEnv) Deliver(_ context.Context, in workflows.DeliveryInput, decide D
 		return Outcome{}, errors.New("delivery did not complete in the test environment")
 	}
 	if err := env.GetWorkflowError(); err != nil {
-		if res, ok := workflows.NotDeliveredResult(err); ok {
+		if res, ok := workflows.UndeliveredResult(err); ok {
 			return Outcome{Result: res}, nil
 		}
 		return Outcome{}, err

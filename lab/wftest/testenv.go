@@ -32,7 +32,8 @@ func CurrentDetails(t require.TestingT, env *sdktest.TestWorkflowEnvironment) st
 }
 
 // Execute runs the delivery of in to its end in env and returns its result:
-// a delivered one completes, any other fails with its result.
+// a delivered one completes, any other fails with its result, typed
+// NotDelivered only where nothing can have applied.
 func Execute(t require.TestingT, env *sdktest.TestWorkflowEnvironment, in workflows.DeliveryInput) workflows.DeliveryResult {
 	if h, ok := t.(interface{ Helper() }); ok {
 		h.Helper()
@@ -46,8 +47,10 @@ func Execute(t require.TestingT, env *sdktest.TestWorkflowEnvironment, in workfl
 		require.True(t, res.Status.Delivered(), "%s ended as completed", res.Status)
 		return res
 	}
-	res, ok := workflows.NotDeliveredResult(err)
-	require.True(t, ok, "not a NotDelivered failure: %v", err)
+	res, ok := workflows.UndeliveredResult(err)
+	require.True(t, ok, "not a NotDelivered or Unconfirmed failure: %v", err)
 	require.False(t, res.Status.Delivered(), "%s ended as failed", res.Status)
+	_, typed := workflows.Failure(err, res.FailureType())
+	require.True(t, typed, "%s (nothing applied: %t) fails as %s: %v", res.Status, res.LeftNoEffect(), res.FailureType(), err)
 	return res
 }

@@ -47,8 +47,8 @@ const ErrJoinPending = "JoinPending"
 // the delivery's end, heartbeating. A parked delivery keeps it waiting; each
 // attempt waits until its start-to-close timeout (a brief join's, at most
 // BriefWait) and the next joins again, which sends nothing. Its failures are typed as the workflow's:
-// ErrInvalidRequest, ErrConflict, and ErrNotDelivered with the result as
-// details.
+// ErrInvalidRequest, ErrConflict, and ErrNotDelivered or ErrUnconfirmed
+// with the result as details.
 func (j *Join) JoinDelivery(ctx context.Context, in workflows.DeliveryInput) (workflows.DeliveryResult, error) {
 	h, err := j.s.Start(ctx, in)
 	if err != nil {
@@ -71,7 +71,7 @@ func (j *Join) JoinDelivery(ctx context.Context, in workflows.DeliveryInput) (wo
 }
 
 // final waits for the end of h's run and returns its result: a delivered
-// one, or a typed NotDelivered failure carrying it.
+// one, or a typed NotDelivered or Unconfirmed failure carrying it.
 func (j *Join) final(ctx context.Context, h starter.Handle) (workflows.DeliveryResult, error) {
 	res, err := j.s.Result(ctx, h.Key, h.RunID)
 	var term *temporal.TerminatedError
@@ -93,15 +93,15 @@ func (j *Join) final(ctx context.Context, h starter.Handle) (workflows.DeliveryR
 	return res, nil
 }
 
-// notDelivered is the failure of a delivery that ended without an effect,
-// as its run fails: type workflows.ErrNotDelivered, the result as details
-// (workflows.NotDeliveredResult reads it back).
+// notDelivered is the failure of a delivery that ended without delivering,
+// as its run fails: type res.FailureType(), the result as details
+// (workflows.UndeliveredResult reads it back).
 func notDelivered(res workflows.DeliveryResult) error {
 	msg := string(res.Status)
 	if res.Error != "" {
 		msg += ": " + res.Error
 	}
-	return temporal.NewNonRetryableApplicationError(msg, workflows.ErrNotDelivered, nil, res)
+	return temporal.NewNonRetryableApplicationError(msg, res.FailureType(), nil, res)
 }
 
 // typedFailure turns the starter's refusals into the failures every SDK

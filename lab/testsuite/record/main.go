@@ -233,8 +233,8 @@ func history(ctx context.Context, c client.Client, e *workflowExecution) ([]byte
 	// Every case ends its deliveries (parked ones by abandon); the result
 	// itself does not matter here.
 	err := c.GetWorkflow(wctx, e.id, e.runID).Get(wctx, nil)
-	if _, ok := workflows.NotDeliveredResult(err); ok || temporal.IsCanceledError(err) {
-		err = nil // closed, without an effect; or a gate, cancelled
+	if _, ok := workflows.UndeliveredResult(err); ok || temporal.IsCanceledError(err) {
+		err = nil // closed without delivering; or a gate, cancelled
 	}
 	if err != nil {
 		return nil, fmt.Errorf("workflow %s did not close: %w", e.id, err)

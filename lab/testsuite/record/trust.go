@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"time"
@@ -160,19 +161,37 @@ func recordScenarios(ctx context.Context, tmp *lab.Temporal, courier, dir string
 		}
 	}
 	file := filepath.Join(dir, lab.DestinationsFile)
-	if err := lab.WriteDestinations(file, cfg); err != nil {
+	var w *lab.Worker
+	deploy := func(cfg destinations.Config) error {
+		if w != nil {
+			w.Kill()
+		}
+		if err := lab.WriteDestinations(file, cfg); err != nil {
+			return err
+		}
+		var err error
+		w, err = lab.StartWorker(ctx, lab.WorkerOptions{Courier: courier, Destinations: file, Temporal: tmp,
+			Args: []string{"--log-level", "warn"}, Log: os.Stderr, Ledger: "sqlite:" + filepath.Join(dir, lab.OutcomesDB)})
+		return err
+	}
+	if err := deploy(cfg); err != nil {
 		return nil, nil, err
 	}
-	w, err := lab.StartWorker(ctx, lab.WorkerOptions{Courier: courier, Destinations: file, Temporal: tmp,
-		Args: []string{"--log-level", "warn"}, Log: os.Stderr, Ledger: "sqlite:" + filepath.Join(dir, lab.OutcomesDB)})
-	if err != nil {
-		return nil, nil, err
-	}
-	defer w.Kill()
+	defer func() {
+		if w != nil {
+			w.Kill()
+		}
+	}()
 	c := tmp.Client()
 	files := map[string][]byte{}
 	var index []wftest.RecordedCase
-	for _, sc := range scenarios(&trustDriver{c: c, s: starter.New(c), env: env}) {
+	redeploy := func(edit func(*destinations.Config)) error {
+		changed := cfg
+		changed.Destinations = maps.Clone(cfg.Destinations)
+		edit(&changed)
+		return deploy(changed)
+	}
+	for _, sc := range scenarios(&trustDriver{c: c, s: starter.New(c), env: env, redeploy: redeploy}) {
 		sctx, cancel := context.WithTimeout(ctx, time.Minute)
 		id, err := sc.run(sctx)
 		cancel()
@@ -194,6 +213,9 @@ type trustDriver struct {
 	c   client.Client
 	s   *starter.Client
 	env *testsuite.Env
+	// redeploy restarts the worker on the scenarios' file changed by edit;
+	// the scenarios after it run on the changed file.
+	redeploy func(edit func(*destinations.Config)) error
 }
 
 // park starts a delivery to legacy whose response is lost after the

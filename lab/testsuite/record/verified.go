@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -21,7 +22,8 @@ import (
 const verifiedSeed = "verified"
 
 // verifiedDriver drives deliveries to legacy, whose reviewers have keys:
-// alice may decide anything, bob may only abandon.
+// alice may decide anything, bob may only abandon. The last scenario
+// removes bob's key from the file.
 type verifiedDriver struct {
 	*trustDriver
 	alice, bob ed25519.PrivateKey
@@ -84,16 +86,7 @@ var verifiedScenarios = []struct {
 		if err := v.signal(ctx, h, abandon); err != nil {
 			return "", err
 		}
-		var res workflows.DeliveryResult
-		_ = v.c.GetWorkflow(ctx, h.WorkflowID, "").Get(ctx, &res) // abandoned fails: nothing delivered
-		st, err := v.s.Status(ctx, h.Key)
-		if err != nil {
-			return "", err
-		}
-		if st.Review == nil || st.Review.Ignored != 4 {
-			return "", fmt.Errorf("review %+v, want four decisions ignored", st.Review)
-		}
-		return h.WorkflowID, want(st.Status, workflows.StatusAbandoned)
+		return v.abandoned(ctx, h, 4)
 	}},
 	{"a signed delivered by update", func(ctx context.Context, v *verifiedDriver) (string, error) {
 		h, err := v.park(ctx, "verified-delivered", "verified delivered")
@@ -160,16 +153,65 @@ var verifiedScenarios = []struct {
 		if rep.Accepted != 1 {
 			return "", fmt.Errorf("report %+v, want the job accepted", rep)
 		}
-		_ = v.c.GetWorkflow(ctx, h.WorkflowID, "").Get(ctx, nil) // abandoned fails: nothing delivered
-		st, err := v.s.Status(ctx, h.Key)
+		return v.abandoned(ctx, h, 2)
+	}},
+	{"bob's key removed from the file after the delivery parked: his signed abandon refused by update, ignored by signal and as a signed batch job's; alice's abandon by update ends it", func(ctx context.Context, v *verifiedDriver) (string, error) {
+		h, err := v.park(ctx, "verified-revoked", "verified revoked")
 		if err != nil {
 			return "", err
 		}
-		if st.Review == nil || st.Review.Ignored != 2 {
-			return "", fmt.Errorf("review %+v, want two job proofs ignored", st.Review)
+		if err := v.redeploy(func(cfg *destinations.Config) {
+			d := cfg.Destinations[lab.DestLegacy]
+			d.Reviewers = d.Reviewers[:1] // alice
+			cfg.Destinations[lab.DestLegacy] = d
+		}); err != nil {
+			return "", err
 		}
-		return h.WorkflowID, want(st.Status, workflows.StatusAbandoned)
+		abandon := workflows.ReviewDecision{Decision: workflows.DecisionAbandon, Reviewer: "Bob", Note: "customer cancelled"}
+		byBob, err := v.s.Sign(ctx, h.Key, abandon, v.signer("bob"))
+		if err != nil {
+			return "", err
+		}
+		var refused *starter.ReviewRefusedError
+		if _, err := v.s.Review(ctx, h.Key, byBob); !errors.As(err, &refused) {
+			return "", fmt.Errorf("bob's update: %v, want it refused", err)
+		}
+		if err := v.signal(ctx, h, byBob); err != nil {
+			return "", err
+		}
+		job := abandon
+		job.BatchJob = "job-revoked"
+		job.Proof, err = reviewproof.SignJob(v.bob, "bob", reviewproof.Job{ID: job.BatchJob, Decision: job.Decision, Note: job.Note,
+			Filter: reviewproof.JobFilter{Destination: lab.DestLegacy, ParkedBefore: time.Now()}}, time.Now(), 10*time.Minute)
+		if err != nil {
+			return "", err
+		}
+		if err := v.signal(ctx, h, job); err != nil {
+			return "", err
+		}
+		byAlice, err := v.s.Sign(ctx, h.Key, workflows.ReviewDecision{Decision: workflows.DecisionAbandon, Reviewer: "Alice", Note: "customer cancelled"}, v.signer("alice"))
+		if err != nil {
+			return "", err
+		}
+		if _, err := v.s.Review(ctx, h.Key, byAlice); err != nil {
+			return "", err
+		}
+		return v.abandoned(ctx, h, 3)
 	}},
+}
+
+// abandoned waits for h's delivery to end and checks that it ended
+// abandoned, with ignored decisions recorded and ignored.
+func (v *verifiedDriver) abandoned(ctx context.Context, h starter.Handle, ignored int) (string, error) {
+	_ = v.c.GetWorkflow(ctx, h.WorkflowID, "").Get(ctx, nil) // abandoned fails: nothing delivered
+	st, err := v.s.Status(ctx, h.Key)
+	if err != nil {
+		return "", err
+	}
+	if st.Review == nil || st.Review.Ignored != ignored {
+		return "", fmt.Errorf("review %+v, want %d decisions ignored", st.Review, ignored)
+	}
+	return h.WorkflowID, want(st.Status, workflows.StatusAbandoned)
 }
 
 // recordVerified runs every -verified scenario against a `courier worker`

@@ -143,7 +143,7 @@ const sent = (value) => JSON.stringify(value);
 
 // refusal names an update refused by its validator, or a workflow error, by
 // its application error type (Conflict, InvalidRequest, InvalidReview,
-// NotDelivered).
+// NotDelivered, Unconfirmed).
 function refusal(err) {
   const cause = err instanceof WorkflowUpdateFailedError || err instanceof WorkflowFailedError ? err.cause : err;
   if (cause instanceof ApplicationFailure) {
@@ -224,14 +224,15 @@ class Courier {
     }
   }
 
-  // result waits for the delivery to finish; one that ended without an
-  // effect fails with type NotDelivered, its result the first detail.
+  // result waits for the delivery to finish; one that ended without
+  // delivering fails with type NotDelivered (nothing applied) or
+  // Unconfirmed (an effect may exist), its result the first detail.
   async result(k) {
     try {
       return await this.client.workflow.getHandle(`delivery-${k}`).result();
     } catch (err) {
       const r = refusal(err);
-      if (r && r.type === 'NotDelivered') return r.details[0];
+      if (r && (r.type === 'NotDelivered' || r.type === 'Unconfirmed')) return r.details[0];
       throw err;
     }
   }
