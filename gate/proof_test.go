@@ -128,5 +128,5 @@ func (s *GateSuite) TestSignedResumeOfAStoppedGate() {
 		s.Equal(gate.Closed, st.State)
 		s.Equal("alice", st.Transitions[len(st.Transitions)-1].Principal)
 	})
-	s.runFrom(&held)
+	s.runRecovering(&held)
 }
