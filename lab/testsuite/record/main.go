@@ -21,6 +21,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -39,6 +40,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/abde64c9/courier/gate"
 	"github.com/abde64c9/courier/internal/visibility"
 	"github.com/abde64c9/courier/lab"
 	"github.com/abde64c9/courier/lab/devserver"
@@ -233,8 +235,10 @@ func history(ctx context.Context, c client.Client, e *workflowExecution) ([]byte
 	// Every case ends its deliveries (parked ones by abandon); the result
 	// itself does not matter here.
 	err := c.GetWorkflow(wctx, e.id, e.runID).Get(wctx, nil)
-	if _, ok := workflows.NotDeliveredResult(err); ok || temporal.IsCanceledError(err) {
-		err = nil // closed, without an effect; or a gate, cancelled
+	var app *temporal.ApplicationError
+	if _, ok := workflows.NotDeliveredResult(err); ok || temporal.IsCanceledError(err) ||
+		errors.As(err, &app) && app.Type() == gate.ErrWrongName {
+		err = nil // closed, without an effect; or a gate, cancelled or refused for its name
 	}
 	if err != nil {
 		return nil, fmt.Errorf("workflow %s did not close: %w", e.id, err)
