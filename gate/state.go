@@ -67,6 +67,18 @@ type Report struct {
 	// Workers send none now, and other gates ignore it.
 	Breaker *contract.Breaker `json:"breaker,omitempty"`
 	At      time.Time         `json:"at"`
+	// Attempt is the attempt reported, as the worker's activity info names
+	// it: a gate from versionGateOwn on counts a report that moves its
+	// breaker only when that attempt's Delivery recorded the class
+	// reported (activity VerifyReport).
+	Attempt *AttemptRef `json:"attempt,omitempty"`
+}
+
+// AttemptRef names one Attempt activity of a Delivery run.
+type AttemptRef struct {
+	WorkflowID string `json:"workflow_id"`
+	RunID      string `json:"run_id"`
+	ActivityID string `json:"activity_id"`
 }
 
 // Breaker is a destination's circuit breaker state.

@@ -55,6 +55,21 @@ func (s *GateSuite) SetupTest() {
 	s.released, s.notified, s.dest, s.memo, s.recovered = 0, nil, "legacy", nil, nil
 	s.env.RegisterActivityWithOptions(func(context.Context) (*gate.DestinationState, error) { return s.recovered, nil },
 		activity.RegisterOptions{Name: gate.ActivityRecover})
+	// A Delivery's history records every report but those sent by hand
+	// (key by-hand-*), and an attempt under way for every probe asked but
+	// those asked by hand (key forged-*).
+	s.env.RegisterActivityWithOptions(func(_ context.Context, r gate.Report) (string, error) {
+		if strings.HasPrefix(r.Key, "by-hand") {
+			return "the delivery scheduled no such attempt", nil
+		}
+		return "", nil
+	}, activity.RegisterOptions{Name: gate.ActivityVerifyReport})
+	s.env.RegisterActivityWithOptions(func(_ context.Context, key string) (string, error) {
+		if strings.HasPrefix(key, "forged") {
+			return "no delivery of key " + key, nil
+		}
+		return "", nil
+	}, activity.RegisterOptions{Name: gate.ActivityVerifyProbe})
 	s.env.OnUpsertMemo(mock.Anything).Run(func(args mock.Arguments) {
 		// Through the converter, as a reader decodes it.
 		p, err := converter.GetDefaultDataConverter().ToPayload(args.Get(0).(map[string]any)[gate.Memo])
@@ -284,6 +299,8 @@ func (s *GateSuite) TestResumeClosesTheBreaker() {
 		for _, k := range []string{"d", "e", "f"} {
 			s.report(contract.ClassNotSent, k)
 		}
+	})
+	s.at(3*time.Second+500*time.Millisecond, func() {
 		s.update(gate.UpdatePause, "pause", gate.PauseRequest{Reason: "outage", By: "alice"}, func(_ any, err error) { s.NoError(err) })
 	})
 	s.at(4*time.Second, func() {

@@ -113,8 +113,8 @@ func checkScheduler(info activity.Info, args []any) error {
 			return fmt.Errorf("scheduled by %s (%q), not by the gate of %q", wid, wt, dest)
 		}
 		return nil
-	case gate.ActivityRecover:
-		// It reads which gate asks from this same record.
+	case gate.ActivityRecover, gate.ActivityVerifyReport, gate.ActivityVerifyProbe:
+		// Each reads which gate asks from this same record.
 		if wt != gate.WorkflowType || !strings.HasPrefix(wid, gate.IDPrefix) {
 			return fmt.Errorf("scheduled by %s (%q), not by a destination's gate", wid, wt)
 		}

@@ -99,6 +99,8 @@ func Register(r sdkworker.Registry, cfg destinations.Config, acts *activities.Ac
 	r.RegisterActivity(acts)
 	if g, ok := acts.Gate.(*gateclient.Cache); ok {
 		r.RegisterActivityWithOptions(g.Recover, activity.RegisterOptions{Name: gate.ActivityRecover})
+		r.RegisterActivityWithOptions(g.VerifyReport, activity.RegisterOptions{Name: gate.ActivityVerifyReport})
+		r.RegisterActivityWithOptions(g.VerifyProbe, activity.RegisterOptions{Name: gate.ActivityVerifyProbe})
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
@@ -245,6 +246,11 @@ func (g *Cache) Report(ctx context.Context, dest, key string, out activities.Out
 	}
 	// What it observed only: the gate takes the breaker from the destinations file.
 	r := gate.Report{Class: out.Class, Key: key, At: time.Now(), Error: text.Excerpt(out.Error, 200)}
+	if activity.IsActivity(ctx) {
+		// The attempt it reports, which the gate reads in its Delivery's history.
+		info := activity.GetInfo(ctx)
+		r.Attempt = &gate.AttemptRef{WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID, ActivityID: info.ActivityID}
+	}
 	_, err = g.c.SignalWithStartWorkflow(ctx, gate.WorkflowID(dest), gate.SignalReport, r,
 		StartOptions(dest), gate.WorkflowType, gate.DestinationInput{Name: dest})
 	if err != nil {

@@ -216,3 +216,77 @@ func TestGatePageQuotesItsName(t *testing.T) {
 	require.Contains(t, details, "courier destination pause '"+name+"'")
 	require.NotContains(t, details, "pause "+name)
 }
+
+// TestHandSentReportClosesNothing: a destination answers 503 until its
+// breaker (2 failures, an hour's cool-down) opens on two deliveries'
+// attempts, which their Deliveries recorded; both are then held. A
+// `created` report sent by hand for one of them, and a probe asked by hand,
+// change nothing: the breaker stays open, nothing is released, and the
+// destination sees no request after it opened. Ten hand-sent failures at
+// another destination's gate open nothing.
+func TestHandSentReportClosesNothing(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s := newOpsStack(t, map[string]sandbox.Mode{"down": sandbox.ModeHonoursKeys, "fine": sandbox.ModeHonoursKeys})
+	out := newOutage(t, s.sandbox.URL)
+	breaker := &contract.Breaker{Failures: 2, Window: contract.Duration(time.Minute), CoolDown: contract.Duration(time.Hour)}
+	retry := contract.Retry{MaxAttempts: 5, InitialInterval: contract.Duration(time.Second), MaxInterval: contract.Duration(2 * time.Second),
+		AttemptTimeout: contract.Duration(5 * time.Second), Deadline: contract.Duration(2 * time.Minute)}
+	down, fine := "down-"+s.run, "fine-"+s.run
+	d := destinations.Destination{Adapter: destinations.AdapterHTTP, URL: out.srv.URL + "/down/tickets",
+		Contract: contract.Contract{Dedup: contract.DedupKey, Breaker: breaker, Retry: retry}.WithDefaults()}
+	s.deploy(destinations.Config{Reviewers: destinations.Plain("alice"), Destinations: map[string]destinations.Destination{
+		down: d, fine: s.dest("fine", contract.Contract{Dedup: contract.DedupKey, Breaker: breaker, Retry: retry})}})
+	w := s.startWorker()
+	*s.workflow = append(*s.workflow, gate.WorkflowID(down), gate.WorkflowID(fine))
+
+	out.set(true)
+	var keys []string
+	for _, op := range []string{"opens-1", "opens-2"} {
+		h, err := s.starter.Start(ctx, s.input(down, op))
+		require.NoError(t, err)
+		keys = append(keys, h.Key)
+	}
+	seesGate(t, w, down, gate.Open)
+	for _, key := range keys {
+		s.waitFor(ctx, key, time.Minute, "held", func(st workflows.DeliveryStatus) bool { return st.State == workflows.StateCircuitOpen })
+	}
+	seen := out.requestsWhileDown()
+	out.set(false) // the destination is back: only a closed breaker would let anything reach it
+
+	id := gate.WorkflowID(down)
+	report := map[string]any{"class": "created", "key": keys[0], "at": time.Now().UTC().Format(time.RFC3339)}
+	require.NoError(t, s.c.SignalWorkflow(ctx, id, "", gate.SignalReport, report))
+	h, err := s.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: gate.UpdateProbe,
+		Args: []any{"by-hand"}, WaitForStage: client.WorkflowUpdateStageCompleted})
+	require.NoError(t, err)
+	var granted bool
+	require.NoError(t, h.Get(ctx, &granted))
+	require.False(t, granted, "a probe asked by hand is not granted")
+	for range 10 {
+		r := map[string]any{"class": "not_sent", "key": "by-hand", "error": "forged", "at": time.Now().UTC().Format(time.RFC3339)}
+		_, err := s.c.SignalWithStartWorkflow(ctx, gate.WorkflowID(fine), gate.SignalReport, r,
+			client.StartWorkflowOptions{ID: gate.WorkflowID(fine), TaskQueue: workflows.TaskQueue}, gate.WorkflowType, map[string]any{"name": fine})
+		require.NoError(t, err)
+	}
+	time.Sleep(5 * time.Second) // the gates decide, the workers read them
+
+	gs, err := s.starter.Destination(ctx, down)
+	require.NoError(t, err)
+	require.Equal(t, gate.Open, gs.State, "a created report sent by hand closes nothing: %+v", gs.Transitions)
+	require.Zero(t, gs.Held-int64(len(keys)), "both deliveries still held")
+	require.Zero(t, s.effects("down"), "nothing reached the destination after the breaker opened")
+	require.Equal(t, seen, out.requestsWhileDown())
+	gs, err = s.starter.Destination(ctx, fine)
+	require.NoError(t, err)
+	require.Equal(t, gate.Closed, gs.State, "hand-sent failures open nothing: %+v", gs.Breaker)
+
+	// A reviewer's resume closes it and releases both: one effect each.
+	_, err = s.starter.Resume(ctx, down, gate.ResumeRequest{By: "alice", Note: "partner back"})
+	require.NoError(t, err)
+	for _, key := range keys {
+		st := s.waitFor(ctx, key, time.Minute, "finished", func(st workflows.DeliveryStatus) bool { return st.Status != "" })
+		require.Equal(t, workflows.StatusCreated, st.Status, "%s: %+v", key, st.Events)
+	}
+	require.Equal(t, 2, s.effects("down"))
+}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
@@ -171,8 +172,15 @@ var gateScenarios = []gateScenario{
 func recordGates(ctx context.Context, c client.Client, logger *slog.Logger) (map[string][]byte, []wftest.RecordedCase, error) {
 	w := sdkworker.New(c, workflows.TaskQueue, sdkworker.Options{})
 	worker.Register(w, gateConfig, &activities.Activities{Contracts: gateConfig.Contracts(), Reviewers: gateConfig.Reviewers.Names(),
-		Reviewing: worker.Reviewing(gateConfig),
-		Gate:      gateclient.NewCache(c, "default", nil, gateConfig, client.MetricsNopHandler, logger)})
+		Reviewing: worker.Reviewing(gateConfig)})
+	gates := gateclient.NewCache(c, "default", nil, gateConfig, client.MetricsNopHandler, logger)
+	w.RegisterActivityWithOptions(gates.Recover, activity.RegisterOptions{Name: gate.ActivityRecover})
+	// The scenarios stand in for the workers' attempts: what they report
+	// and the probes they ask for count as a Delivery's would.
+	w.RegisterActivityWithOptions(func(context.Context, gate.Report) (string, error) { return "", nil },
+		activity.RegisterOptions{Name: gate.ActivityVerifyReport})
+	w.RegisterActivityWithOptions(func(context.Context, string) (string, error) { return "", nil },
+		activity.RegisterOptions{Name: gate.ActivityVerifyProbe})
 	if err := w.Start(); err != nil {
 		return nil, nil, err
 	}
