@@ -257,6 +257,10 @@ func TestHandSentReportClosesNothing(t *testing.T) {
 	id := gate.WorkflowID(down)
 	report := map[string]any{"class": "created", "key": keys[0], "at": time.Now().UTC().Format(time.RFC3339)}
 	require.NoError(t, s.c.SignalWorkflow(ctx, id, "", gate.SignalReport, report))
+	time.Sleep(3 * time.Second) // the gate decides it
+	gs, err := s.starter.Destination(ctx, down)
+	require.NoError(t, err)
+	require.Equal(t, gate.Open, gs.State, "a created report sent by hand closes nothing: %+v", gs.Transitions)
 	h, err := s.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: gate.UpdateProbe,
 		Args: []any{"by-hand"}, WaitForStage: client.WorkflowUpdateStageCompleted})
 	require.NoError(t, err)
@@ -271,9 +275,9 @@ func TestHandSentReportClosesNothing(t *testing.T) {
 	}
 	time.Sleep(5 * time.Second) // the gates decide, the workers read them
 
-	gs, err := s.starter.Destination(ctx, down)
+	gs, err = s.starter.Destination(ctx, down)
 	require.NoError(t, err)
-	require.Equal(t, gate.Open, gs.State, "a created report sent by hand closes nothing: %+v", gs.Transitions)
+	require.Equal(t, gate.Open, gs.State, "%+v", gs.Transitions)
 	require.Zero(t, gs.Held-int64(len(keys)), "both deliveries still held")
 	require.Zero(t, s.effects("down"), "nothing reached the destination after the breaker opened")
 	require.Equal(t, seen, out.requestsWhileDown())
