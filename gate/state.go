@@ -6,7 +6,11 @@
 // (Memo) and hold attempts back while it is not closed; deliveries held
 // back wait until it releases them. Anyone who can signal may send a report
 // or an update, so the breaker's settings and who may pause or resume come
-// from the workers' destinations file (ResolveTerms), never from a sender.
+// from the workers' destinations file (ResolveTerms), never from a sender,
+// and a report or probe that moves the breaker is checked against the
+// Delivery it names. Anyone may start a run too: its state is the gate's
+// own (carried over its own continue-as-new, else recovered from what its
+// earlier runs published), and each memo it publishes names its run.
 //
 // This package is the workflow, its types and names, all deterministic;
 // package gateclient is its readers, starters and the workers' cache. The
