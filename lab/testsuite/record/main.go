@@ -235,10 +235,11 @@ func history(ctx context.Context, c client.Client, e *workflowExecution) ([]byte
 	// Every case ends its deliveries (parked ones by abandon); the result
 	// itself does not matter here.
 	err := c.GetWorkflow(wctx, e.id, e.runID).Get(wctx, nil)
-	var app *temporal.ApplicationError
-	if _, ok := workflows.NotDeliveredResult(err); ok || temporal.IsCanceledError(err) ||
-		errors.As(err, &app) && app.Type() == gate.ErrWrongName {
-		err = nil // closed, without an effect; or a gate, cancelled or refused for its name
+	if _, ok := workflows.NotDeliveredResult(err); ok || temporal.IsCanceledError(err) {
+		err = nil // closed, without an effect; or a gate, cancelled
+	}
+	if app := (*temporal.ApplicationError)(nil); errors.As(err, &app) && app.Type() == gate.ErrWrongName {
+		err = nil // a gate that refused itself for its name
 	}
 	if err != nil {
 		return nil, fmt.Errorf("workflow %s did not close: %w", e.id, err)
