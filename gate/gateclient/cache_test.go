@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/mocks"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
@@ -144,4 +145,41 @@ func TestReportSparesAStoppedGate(t *testing.T) {
 		Breaker: gate.Breaker{State: gate.HalfOpen, Failures: 3}}}, time.Now())
 	g.Report(context.Background(), "legacy", "probe", activities.Outcome{Class: contract.ClassNotSent})
 	c.AssertExpectations(t)
+}
+
+// TestRunWithoutItsOwnStateReadsTheRunsBefore: the latest run of a gate
+// published nothing of its own (started by hand in place of a terminated
+// one): the gate is what the run before it published, held as stopped, its
+// pause without an end; runs started after it, and the run itself, are not
+// read.
+func TestRunWithoutItsOwnStateReadsTheRunsBefore(t *testing.T) {
+	now := time.Now()
+	c := &mocks.Client{}
+	latest := gateRun(t, "legacy", "r3", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, gate.Closed)
+	latest.Memo = nil
+	latest.StartTime = timestamppb.New(now)
+	earlier := gateRun(t, "legacy", "r2", enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED, gate.Paused)
+	earlier.StartTime = timestamppb.New(now.Add(-time.Hour))
+	st := gate.DestinationState{Name: "legacy", State: gate.Paused, Breaker: gate.Breaker{State: gate.Closed}, Run: "r2",
+		Paused: &gate.Pause{Reason: "INC-7", By: "alice", Until: now.Add(-time.Minute)}}
+	p, err := converter.GetDefaultDataConverter().ToPayload(st)
+	require.NoError(t, err)
+	earlier.Memo.Fields[gate.Memo] = p
+	oldest := gateRun(t, "legacy", "r1", enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED, gate.Closed)
+	oldest.StartTime = timestamppb.New(now.Add(-2 * time.Hour))
+	c.On("DescribeWorkflowExecution", mock.Anything, gate.WorkflowID("legacy"), "").
+		Return(&workflowservice.DescribeWorkflowExecutionResponse{WorkflowExecutionInfo: latest}, nil).Once()
+	c.On("ListWorkflow", mock.Anything, mock.Anything).Return(&workflowservice.ListWorkflowExecutionsResponse{
+		Executions: []*workflowpb.WorkflowExecutionInfo{latest, oldest, earlier}}, nil).Once()
+	c.On("DescribeWorkflowExecution", mock.Anything, gate.WorkflowID("legacy"), "r2").
+		Return(&workflowservice.DescribeWorkflowExecutionResponse{WorkflowExecutionInfo: earlier}, nil).Once()
+	got, err := Read(context.Background(), c, nil, "legacy")
+	require.NoError(t, err)
+	c.AssertExpectations(t)
+	require.Equal(t, gate.Paused, got.State)
+	require.Equal(t, "terminated", got.Stopped)
+	require.True(t, got.Paused.Until.IsZero(), "no gate ran to end it")
+	hold, probe := got.Hold(now)
+	require.False(t, probe)
+	require.Contains(t, hold.Reason, "INC-7 (paused by alice); its gate was terminated while paused")
 }
