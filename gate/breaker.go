@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -72,9 +73,10 @@ func (g *gate) noBreaker() {
 }
 
 // probe grants the probe to the first worker that asks once the cool-down
-// is over, and to another only if that one never reported.
+// is over, and to another only if that one never reported; at a gate from
+// versionGateOwn, only to a delivery whose attempt is under way at this
+// destination, as the server records it.
 func (g *gate) probe(ctx workflow.Context, key string) bool {
-	now := workflow.Now(ctx)
 	b := &g.s.Breaker
 	switch {
 	case g.s.Paused != nil:
@@ -82,24 +84,90 @@ func (g *gate) probe(ctx workflow.Context, key string) bool {
 	case b.State == Closed:
 		return true
 	}
-	if b.State == Open && now.Before(b.ReopensAt()) {
+	if !g.probeDue(workflow.Now(ctx)) {
 		return false
 	}
-	if b.State == HalfOpen && b.ProbeKey != "" && now.Sub(b.ProbeAt) < probeTimeout {
-		return false
+	if g.own {
+		if why := g.check(ctx, ActivityVerifyProbe, key); why != "" {
+			g.logger(ctx).Warn("probe refused: not asked for a Delivery's attempt here", "key", key, "why", why)
+			return false
+		}
+		if b.State == Closed || !g.probeDue(workflow.Now(ctx)) || g.s.Paused != nil {
+			// It changed while the probe was checked.
+			return b.State == Closed && g.s.Paused == nil
+		}
 	}
+	now := workflow.Now(ctx)
 	b.State, b.ProbeKey, b.ProbeAt = HalfOpen, key, now
 	g.by, g.why, g.dirty = "breaker", "cool-down over: one probe attempt ("+key+")", true
 	g.settle(ctx)
 	return true
 }
 
-// report moves the breaker on an attempt's class.
+// probeDue says whether the breaker lets a probe through now.
+func (g *gate) probeDue(now time.Time) bool {
+	b := g.s.Breaker
+	switch b.State {
+	case Open:
+		return !now.Before(b.ReopensAt())
+	case HalfOpen:
+		return b.ProbeKey == "" || now.Sub(b.ProbeAt) >= probeTimeout
+	}
+	return false
+}
+
+// check runs a verifying activity (ActivityVerifyReport or
+// ActivityVerifyProbe) and returns why what it checked does not hold; ""
+// when it holds. One that cannot answer counts as not holding.
+func (g *gate) check(ctx workflow.Context, activity string, arg any) string {
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 3 * time.Minute, HeartbeatTimeout: 30 * time.Second,
+		Summary:     "check against the Delivery's history: " + activity,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 10 * time.Second, MaximumAttempts: 3},
+	})
+	var why string
+	if err := workflow.ExecuteActivity(actx, activity, arg).Get(ctx, &why); err != nil {
+		return "could not be checked: " + err.Error()
+	}
+	return why
+}
+
+// moves says whether report r would change the breaker's state (open it,
+// close it, or reopen it on the probe's failure), under breaker cfg.
+func (g *gate) moves(r Report, cfg *contract.Breaker, now time.Time) bool {
+	b := g.s.Breaker
+	probe := b.State == HalfOpen && r.Key == b.ProbeKey
+	switch {
+	case cfg == nil:
+		return false
+	case r.Class.FoundDown():
+		failures := b.Failures
+		if failures == 0 || now.Sub(b.WindowStart) > cfg.Window.D() {
+			failures = 0
+		}
+		return probe || b.State == Closed && failures+1 >= cfg.Failures
+	case r.Class.Answered():
+		return probe || b.State == Open
+	}
+	return false
+}
+
+// report moves the breaker on an attempt's class. At a gate from
+// versionGateOwn a report that would change the breaker's state counts
+// only when its Delivery recorded that class for the attempt it names:
+// anyone may signal, only a Courier worker's attempt is in a Delivery's
+// history.
 func (g *gate) report(ctx workflow.Context, r Report) {
 	cfg := r.Breaker
 	if g.trusted {
 		r.Breaker = nil
 		cfg = g.configured(ctx)
+	}
+	if g.own && g.moves(r, cfg, workflow.Now(ctx)) {
+		if why := g.check(ctx, ActivityVerifyReport, r); why != "" {
+			g.logger(ctx).Warn("report not counted: its Delivery did not record it", "class", r.Class, "key", r.Key, "why", why)
+			return
+		}
 	}
 	now := workflow.Now(ctx)
 	g.s.Recent = append(g.s.Recent, r)

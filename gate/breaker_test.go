@@ -38,6 +38,8 @@ func (s *GateSuite) TestBreakerOpensProbesAndCloses() {
 	})
 	s.at(40*time.Second, func() {
 		s.update(gate.UpdateProbe, "p1", "probe-key", func(v any, err error) { s.NoError(err); s.Equal(true, v) })
+	})
+	s.at(40*time.Second+500*time.Millisecond, func() {
 		s.update(gate.UpdateProbe, "p2", "other", func(v any, err error) { s.NoError(err); s.Equal(false, v, "one probe at a time") })
 	})
 	s.at(41*time.Second, func() {
@@ -143,6 +145,44 @@ func (s *GateSuite) TestForgedBreakerIsIgnored() {
 		s.Equal(gate.Open, st.State, "the configured threshold opens it")
 		s.Equal(st.Breaker.OpenedAt.Add(testBreaker.CoolDown.D()), st.Breaker.ReopensAt(), "the configured cool-down")
 	})
+	s.run()
+}
+
+// TestReportsCountOnlyFromDeliveries: reports that would open the breaker,
+// or close it once open, count only when their Delivery recorded them; a
+// probe is granted only to a delivery with an attempt under way. Hand-sent
+// ones change nothing: three failures open nothing, a created report
+// closes nothing, a hand-asked probe is refused.
+func (s *GateSuite) TestReportsCountOnlyFromDeliveries() {
+	s.at(time.Second, func() {
+		for _, key := range []string{"by-hand-1", "by-hand-2", "by-hand-3"} {
+			s.report(contract.ClassNotSent, key)
+		}
+	})
+	s.at(2*time.Second, func() {
+		st := s.state()
+		s.Equal(gate.Closed, st.State, "the failure that would open it is not its delivery's")
+		s.Equal(2, st.Breaker.Failures, "failures under the threshold are counted as told")
+		for _, key := range []string{"a", "b", "c"} {
+			s.report(contract.ClassNotSent, key)
+		}
+	})
+	s.at(3*time.Second, func() {
+		s.Equal(gate.Open, s.state().State)
+		s.report(contract.ClassCreated, "by-hand-4")
+	})
+	s.at(4*time.Second, func() {
+		s.Equal(gate.Open, s.state().State, "a created report sent by hand closes nothing")
+		s.Zero(s.released)
+	})
+	s.at(40*time.Second, func() {
+		s.update(gate.UpdateProbe, "forged", "forged-probe", func(v any, err error) { s.NoError(err); s.Equal(false, v) })
+	})
+	s.at(41*time.Second, func() {
+		s.Equal(gate.Open, s.state().State, "a hand-asked probe is not granted")
+		s.update(gate.UpdateProbe, "real", "d", func(v any, err error) { s.NoError(err); s.Equal(true, v) })
+	})
+	s.at(42*time.Second, func() { s.Equal(gate.HalfOpen, s.state().State) })
 	s.run()
 }
 

@@ -32,3 +32,22 @@ const (
 
 // WorkflowID is the ID of a destination's gate.
 func WorkflowID(dest string) string { return IDPrefix + dest }
+
+// ActivityRecover is the activity a gate that did not continue from one of
+// its own runs asks for its state: what the gate's earlier runs published
+// (see gateclient.Recover). It takes no argument: the worker reads which
+// gate asks from the server's record of the run that scheduled it.
+const ActivityRecover = "RecoverGate"
+
+// ActivityVerifyReport and ActivityVerifyProbe check a report that would
+// move the breaker, and a probe the gate would grant, against the server's
+// record of the Delivery they name (see gateclient.Cache): each answers ""
+// when it holds, else why not.
+const (
+	ActivityVerifyReport = "VerifyReport"
+	ActivityVerifyProbe  = "VerifyProbe"
+)
+
+// ErrWrongName is the failure of a gate whose name is not the one its
+// workflow ID carries: it held nothing.
+const ErrWrongName = "GateNameMismatch"

@@ -89,6 +89,8 @@ func (s *GateSuite) TestSignedPauseAndResume() {
 		resume := reviewproof.GateChange{Action: "resume", Reason: "done"}
 		resumeProof = s.proof(alice, "alice", resume, st, s.env.Now())
 		s.refused("resume not allowed", gate.ResumeRequest{By: "bob", Note: "done", Proof: s.proof(bob, "bob", resume, st, s.env.Now())}, "decision not allowed")
+	})
+	s.at(3*time.Second+500*time.Millisecond, func() {
 		s.update(gate.UpdateResume, "resume", gate.ResumeRequest{By: "alice", Note: "done", Proof: resumeProof}, func(_ any, err error) { s.NoError(err) })
 	})
 	s.at(4*time.Second, func() {
@@ -128,5 +130,5 @@ func (s *GateSuite) TestSignedResumeOfAStoppedGate() {
 		s.Equal(gate.Closed, st.State)
 		s.Equal("alice", st.Transitions[len(st.Transitions)-1].Principal)
 	})
-	s.runFrom(&held)
+	s.runRecovering(&held)
 }

@@ -2,14 +2,19 @@ package gate
 
 import (
 	"fmt"
-	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 )
 
-// RunsQuery is the visibility query for the runs that decide the
+// RunningQuery is the visibility query workers list the gates by each
+// second: running runs only, so its cost is the gates that run, not every
+// run anyone stopped. A gate that does not run is read by its workflow ID.
+var RunningQuery = fmt.Sprintf(`WorkflowType = %q AND ExecutionStatus = "Running"`, WorkflowType)
+
+// RunsQuery is the visibility query for the runs that may decide the
 // destinations' gates: running ones, and those that stopped without
-// continuing, whose last memo still holds their destination (see OfRun).
+// continuing, whose last memo may still hold their destination (see OfRun).
+// The desk lists the gates by it.
 var RunsQuery = fmt.Sprintf(`WorkflowType = %q AND ExecutionStatus IN ("Running", "Terminated", "Canceled", "Failed", "TimedOut")`,
 	WorkflowType)
 
@@ -48,29 +53,6 @@ func OfRun(status enumspb.WorkflowExecutionStatus, memo *DestinationState) *Dest
 	st := *memo
 	st.Stopped = stopped
 	return &st
-}
-
-// Run is one run of a gate, as visibility lists it.
-type Run struct {
-	Status    enumspb.WorkflowExecutionStatus
-	CloseTime time.Time
-}
-
-// LatestRun says whether run b, of the same gate, decides it rather
-// than a: a running run wins over stopped ones, and of stopped ones the
-// last to close.
-func LatestRun(a, b Run) bool {
-	aRunning := a.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
-	bRunning := b.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
-	switch {
-	case aRunning != bRunning:
-		return bRunning
-	case aRunning:
-		// Two running runs of one ID: visibility lags a continue-as-new;
-		// either holds the same state.
-		return false
-	}
-	return b.CloseTime.After(a.CloseTime)
 }
 
 // StoppedHow tells an operator how to move on from a stopped gate.

@@ -15,7 +15,7 @@ import (
 // starter read it. A running run is its memo; one that stopped without
 // continuing keeps what it held, marked stopped; any other is no gate.
 func TestGateOfRun(t *testing.T) {
-	paused := &gate.DestinationState{Name: "legacy", State: gate.Paused,
+	paused := &gate.DestinationState{Name: "legacy", State: gate.Paused, Breaker: gate.Breaker{State: gate.Closed},
 		Paused: &gate.Pause{Reason: "INC-7", By: "alice", Until: time.Now().Add(-time.Minute)}}
 	require.Same(t, paused, gate.OfRun(enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, paused))
 	for status, how := range map[enumspb.WorkflowExecutionStatus]string{
@@ -56,20 +56,4 @@ func TestGateOfRun(t *testing.T) {
 	hold, probe = gate.OfRun(enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED, closed).Hold(time.Now())
 	require.Nil(t, hold)
 	require.False(t, probe)
-}
-
-// TestLatestGateRun: of a gate's listed runs, a running one wins over
-// stopped ones in any order, and of stopped ones the last to close.
-func TestLatestGateRun(t *testing.T) {
-	now := time.Now()
-	running := gate.Run{Status: enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING}
-	old := gate.Run{Status: enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED, CloseTime: now.Add(-time.Hour)}
-	recent := gate.Run{Status: enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED, CloseTime: now}
-	require.True(t, gate.LatestRun(old, running))
-	require.True(t, gate.LatestRun(recent, running))
-	require.False(t, gate.LatestRun(running, recent))
-	require.False(t, gate.LatestRun(running, old))
-	require.True(t, gate.LatestRun(old, recent))
-	require.False(t, gate.LatestRun(recent, old))
-	require.False(t, gate.LatestRun(running, running))
 }

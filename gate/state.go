@@ -6,7 +6,11 @@
 // (Memo) and hold attempts back while it is not closed; deliveries held
 // back wait until it releases them. Anyone who can signal may send a report
 // or an update, so the breaker's settings and who may pause or resume come
-// from the workers' destinations file (ResolveTerms), never from a sender.
+// from the workers' destinations file (ResolveTerms), never from a sender,
+// and a report or probe that moves the breaker is checked against the
+// Delivery it names. Anyone may start a run too: its state is the gate's
+// own (carried over its own continue-as-new, else recovered from what its
+// earlier runs published), and each memo it publishes names its run.
 //
 // This package is the workflow, its types and names, all deterministic;
 // package gateclient is its readers, starters and the workers' cache. The
@@ -67,6 +71,18 @@ type Report struct {
 	// Workers send none now, and other gates ignore it.
 	Breaker *contract.Breaker `json:"breaker,omitempty"`
 	At      time.Time         `json:"at"`
+	// Attempt is the attempt reported, as the worker's activity info names
+	// it: a gate from versionGateOwn on counts a report that moves its
+	// breaker only when that attempt's Delivery recorded the class
+	// reported (activity VerifyReport).
+	Attempt *AttemptRef `json:"attempt,omitempty"`
+}
+
+// AttemptRef names one Attempt activity of a Delivery run.
+type AttemptRef struct {
+	WorkflowID string `json:"workflow_id"`
+	RunID      string `json:"run_id"`
+	ActivityID string `json:"activity_id"`
 }
 
 // Breaker is a destination's circuit breaker state.
@@ -125,12 +141,40 @@ type DestinationState struct {
 	// Signed: the destination's reviewers have keys, so a pause or resume
 	// carries a proof (as of the terms the gate last resolved).
 	Signed bool `json:"signed,omitempty"`
+	// Run is the run of the gate that published this state (gates from
+	// versionGateOwn on): a starter cannot know a run's ID before it
+	// starts, so a memo that names its own run was written by that run's
+	// gate, not set by whoever started it (see Genuine).
+	Run string `json:"run,omitempty"`
+}
+
+// Valid says whether s is a state a gate publishes: a known state, paused
+// exactly when it holds a pause, its breaker in a breaker's state. Readers
+// take anything else as no state at all.
+func (s DestinationState) Valid() bool {
+	switch s.Breaker.State {
+	case Closed, Open, HalfOpen:
+	default:
+		return false
+	}
+	switch s.State {
+	case Paused:
+		return s.Paused != nil
+	case Closed, Open, HalfOpen:
+		return s.Paused == nil && s.State == s.Breaker.State
+	}
+	return false
 }
 
 // Hold says whether an attempt may be sent now: nil and no probe when it
 // may; a hold when it must wait; probe when it may go only as the breaker's
 // one probe attempt, if the gate grants it (update probe).
 func (s DestinationState) Hold(now time.Time) (h *activities.Hold, probe bool) {
+	if !s.Valid() {
+		// Not a state a gate publishes: it holds nothing (readers never
+		// pass one; this keeps an attempt from failing on one).
+		return nil, false
+	}
 	b := s.Breaker
 	open := &activities.Hold{State: string(workflows.StateCircuitOpen), Since: b.OpenedAt, Until: b.ReopensAt(),
 		Reason: fmt.Sprintf("circuit open after %d consecutive failures (last: %s)", b.Failures, b.LastFailure)}

@@ -18,3 +18,14 @@ const versionGateMemo = "gate-memo"
 // where the destination's reviewers have keys. Runs from before keep
 // taking a listed name: their recorded updates must decide as they did.
 const versionGateProof = "gate-proof"
+
+// versionGateOwn marks gates whose state is their own: a run takes the
+// state in its input only when a gate run continued as new into it, and
+// otherwise recovers what the gate's earlier runs published (activity
+// RecoverGate); it refuses a name its workflow ID does not carry, stamps
+// every memo it publishes with its run (DestinationState.Run), waits for
+// its state before any update or report decides, and counts a report that
+// would move its breaker, or grants a probe, only as the Delivery it names
+// recorded it (VerifyReport, VerifyProbe). Asked once, at start.
+// Runs from before keep taking their input as they did.
+const versionGateOwn = "gate-own"

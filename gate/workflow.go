@@ -38,20 +38,47 @@ const (
 
 // Destination is a destination's gate workflow.
 func Destination(ctx workflow.Context, in DestinationInput) (DestinationState, error) {
-	g := &gate{s: DestinationState{Name: in.Name, State: Closed, Breaker: Breaker{State: Closed}}}
-	if in.State != nil {
+	info := workflow.GetInfo(ctx)
+	own := workflow.GetVersion(ctx, versionGateOwn, workflow.DefaultVersion, 1) == 1
+	if own && info.WorkflowExecution.ID != WorkflowID(in.Name) {
+		// Refused before it publishes anything: a gate holds only the
+		// destination its workflow ID names.
+		return DestinationState{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"gate refused: its name %q is not the one its workflow ID %s carries; it holds nothing. "+
+				"A destination's gate is %s<name> with that name (courier destination pause starts it)",
+			in.Name, info.WorkflowExecution.ID, IDPrefix), ErrWrongName, nil)
+	}
+	g := &gate{s: DestinationState{Name: in.Name, State: Closed, Breaker: Breaker{State: Closed}}, own: own}
+	// Input state is a gate's own only when one of its runs continued as
+	// new into this one (the server records it); whoever else starts a
+	// run, the gate recovers its state itself.
+	carried := in.State != nil && (!own || info.ContinuedExecutionRunID != "")
+	if carried {
 		g.s = *in.State
 	} else {
 		g.s.Since = workflow.Now(ctx)
 	}
-	g.published = g.s.State
+	g.recovering = own && !carried
 	g.trusted = workflow.GetVersion(ctx, versionGateTerms, workflow.DefaultVersion, 1) == 1
 	g.memoAll = workflow.GetVersion(ctx, versionGateMemo, workflow.DefaultVersion, 1) == 1
 	g.proved = workflow.GetVersion(ctx, versionGateProof, workflow.DefaultVersion, 1) == 1
 	if err := g.setup(ctx); err != nil {
 		return DestinationState{}, err
 	}
-	if g.trusted && in.State != nil && g.s.Breaker.State != Closed {
+	recovered := false
+	if g.recovering {
+		st, err := g.recoverState(ctx)
+		if err != nil {
+			return DestinationState{}, err
+		}
+		if recovered = st != nil; recovered {
+			g.s = *st
+			g.s.Name, g.s.Stopped, g.s.Run = in.Name, "", ""
+		}
+		g.recovering = false
+	}
+	g.published = g.s.State
+	if g.trusted && (carried || recovered) && g.s.Breaker.State != Closed {
 		// Carried over, perhaps from a run that took the reports' breaker.
 		if g.s.Breaker.Config = g.configured(ctx); g.s.Breaker.Config == nil {
 			g.noBreaker()
@@ -67,6 +94,25 @@ func Destination(ctx workflow.Context, in DestinationInput) (DestinationState, e
 	return g.run(ctx)
 }
 
+// recoverState is what the gate's earlier runs last published, as the
+// worker reads their server-recorded memos (nil: none, a closed gate); a
+// pause that a stopped run held stays until an operator ends it.
+func (g *gate) recoverState(ctx workflow.Context) (*DestinationState, error) {
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: time.Minute, Summary: "recover the gate's state from its earlier runs",
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: time.Minute, MaximumAttempts: 20},
+	})
+	var st *DestinationState
+	if err := workflow.ExecuteActivity(actx, ActivityRecover).Get(ctx, &st); err != nil {
+		// Readers then read the runs before this one, as this run would have.
+		return nil, fmt.Errorf("the gate could not recover its state from its earlier runs, which still decide it: %w", err)
+	}
+	if st != nil && !st.Valid() {
+		return nil, nil
+	}
+	return st, nil
+}
+
 type gate struct {
 	s DestinationState
 	// published is the state last written to the memo and acted on.
@@ -78,6 +124,9 @@ type gate struct {
 	repaused bool
 	// trusted: this run is at versionGateTerms.
 	trusted bool
+	// own: this run is at versionGateOwn; recovering: it has not yet its
+	// state, and no update or report decides until it has.
+	own, recovering bool
 	// memoAll: this run is at versionGateMemo.
 	memoAll bool
 	// proved: this run is at versionGateProof; principal and policy are
@@ -103,6 +152,9 @@ func (g *gate) setup(ctx workflow.Context) error {
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdatePause,
 		func(ctx workflow.Context, r PauseRequest) (DestinationState, error) {
+			if err := g.ready(ctx); err != nil {
+				return g.s, err
+			}
 			by, err := g.authorize(ctx, r.By, r.Proof, reviewproof.GateChange{Action: reviewproof.ActionPause, Reason: r.Reason, Until: r.Until})
 			if err != nil {
 				return g.s, err
@@ -135,6 +187,15 @@ func (g *gate) setup(ctx workflow.Context) error {
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateResume,
 		func(ctx workflow.Context, r ResumeRequest) (DestinationState, error) {
+			if err := g.ready(ctx); err != nil {
+				return g.s, err
+			}
+			if g.own {
+				// Its validator ran before the gate had its state, perhaps.
+				if err := g.resumable(); err != nil {
+					return g.s, err
+				}
+			}
 			by, err := g.authorize(ctx, r.By, r.Proof, reviewproof.GateChange{Action: reviewproof.ActionResume, Reason: r.Note})
 			if err != nil {
 				return g.s, err
@@ -151,11 +212,12 @@ func (g *gate) setup(ctx workflow.Context) error {
 		workflow.UpdateHandlerOptions{Description: `Resume a paused destination, or close its open breaker: {"by": "NAME", "note": "why"}; ` +
 			`where its reviewers have keys, paste what courier destination resume ... --key FILE --print prints`,
 			Validator: func(_ workflow.Context, r ResumeRequest) error {
+				if !g.recovering {
+					if err := g.resumable(); err != nil {
+						return err
+					}
+				}
 				switch {
-				case g.s.Paused == nil && g.trusted && g.s.Breaker.State == Closed:
-					return temporal.NewApplicationError(fmt.Sprintf("destination %s is not paused and its breaker is closed (state %s)", g.s.Name, g.s.State), ErrInvalidChange)
-				case g.s.Paused == nil && !g.trusted:
-					return temporal.NewApplicationError(fmt.Sprintf("destination %s is not paused (state %s)", g.s.Name, g.s.State), ErrInvalidChange)
 				case strings.TrimSpace(r.By) == "" || len(r.By) > maxPauseBy:
 					return temporal.NewApplicationError(fmt.Sprintf("by: required, who is resuming, at most %d bytes", maxPauseBy), ErrInvalidChange)
 				case workflows.IsPlaceholder(r.By):
@@ -166,7 +228,12 @@ func (g *gate) setup(ctx workflow.Context) error {
 		return err
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateProbe,
-		func(ctx workflow.Context, key string) (bool, error) { return g.probe(ctx, key), nil },
+		func(ctx workflow.Context, key string) (bool, error) {
+			if err := g.ready(ctx); err != nil {
+				return false, err
+			}
+			return g.probe(ctx, key), nil
+		},
 		workflow.UpdateHandlerOptions{Description: "A worker asks to send the one probe attempt of a half-open breaker."}); err != nil {
 		return err
 	}
@@ -177,11 +244,34 @@ func (g *gate) setup(ctx workflow.Context) error {
 		for {
 			var r Report
 			g.reports.Receive(ctx, &r)
+			if g.ready(ctx) != nil {
+				return
+			}
 			g.reporting = true
 			g.report(ctx, r)
 			g.reporting = false
 		}
 	})
+	return nil
+}
+
+// ready waits until the gate has its state: a run that recovers it decides
+// nothing before.
+func (g *gate) ready(ctx workflow.Context) error {
+	if !g.recovering {
+		return nil
+	}
+	return workflow.Await(ctx, func() bool { return !g.recovering })
+}
+
+// resumable says why there is nothing to resume; nil when there is.
+func (g *gate) resumable() error {
+	switch {
+	case g.s.Paused == nil && g.trusted && g.s.Breaker.State == Closed:
+		return temporal.NewApplicationError(fmt.Sprintf("destination %s is not paused and its breaker is closed (state %s)", g.s.Name, g.s.State), ErrInvalidChange)
+	case g.s.Paused == nil && !g.trusted:
+		return temporal.NewApplicationError(fmt.Sprintf("destination %s is not paused (state %s)", g.s.Name, g.s.State), ErrInvalidChange)
+	}
 	return nil
 }
 
@@ -267,6 +357,9 @@ func (g *gate) run(ctx workflow.Context) (DestinationState, error) {
 
 // upsertMemo writes the gate to the memo, which is all its readers read.
 func (g *gate) upsertMemo(ctx workflow.Context) error {
+	if g.own {
+		g.s.Run = workflow.GetInfo(ctx).WorkflowExecution.RunID
+	}
 	return workflow.UpsertMemo(ctx, map[string]any{Memo: g.s})
 }
 

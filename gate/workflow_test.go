@@ -8,7 +8,10 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/suite"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 	sdktest "go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
@@ -33,6 +36,9 @@ type GateSuite struct {
 	notified []activities.GateNotice
 	// memo is what the gate last wrote to its memo: all Courier reads.
 	memo *gate.DestinationState
+	// recovered is what activity RecoverGate answers: the state the
+	// gate's earlier runs published (nil: none).
+	recovered *gate.DestinationState
 }
 
 func TestGate(t *testing.T) { suite.Run(t, new(GateSuite)) }
@@ -46,7 +52,24 @@ var forgedBreaker = &contract.Breaker{Failures: 1, Window: contract.Duration(tim
 func (s *GateSuite) SetupTest() {
 	s.env = s.NewTestWorkflowEnvironment()
 	s.env.RegisterWorkflowWithOptions(gate.Destination, workflow.RegisterOptions{Name: gate.WorkflowType})
-	s.released, s.notified, s.dest, s.memo = 0, nil, "legacy", nil
+	s.released, s.notified, s.dest, s.memo, s.recovered = 0, nil, "legacy", nil, nil
+	s.env.RegisterActivityWithOptions(func(context.Context) (*gate.DestinationState, error) { return s.recovered, nil },
+		activity.RegisterOptions{Name: gate.ActivityRecover})
+	// A Delivery's history records every report but those sent by hand
+	// (key by-hand-*), and an attempt under way for every probe asked but
+	// those asked by hand (key forged-*).
+	s.env.RegisterActivityWithOptions(func(_ context.Context, r gate.Report) (string, error) {
+		if strings.HasPrefix(r.Key, "by-hand") {
+			return "the delivery scheduled no such attempt", nil
+		}
+		return "", nil
+	}, activity.RegisterOptions{Name: gate.ActivityVerifyReport})
+	s.env.RegisterActivityWithOptions(func(_ context.Context, key string) (string, error) {
+		if strings.HasPrefix(key, "forged") {
+			return "no delivery of key " + key, nil
+		}
+		return "", nil
+	}, activity.RegisterOptions{Name: gate.ActivityVerifyProbe})
 	s.env.OnUpsertMemo(mock.Anything).Run(func(args mock.Arguments) {
 		// Through the converter, as a reader decodes it.
 		p, err := converter.GetDefaultDataConverter().ToPayload(args.Get(0).(map[string]any)[gate.Memo])
@@ -95,13 +118,29 @@ func (s *GateSuite) update(name, id string, arg any, check func(any, error)) {
 	}, arg)
 }
 
-func (s *GateSuite) run() { s.runFrom(nil) }
+func (s *GateSuite) run() { s.start(gate.DestinationInput{Name: s.dest}) }
 
-// runFrom runs the gate from the state a previous run carried over.
+// runFrom runs the gate from the state a previous run of it carried over
+// by continuing as new.
 func (s *GateSuite) runFrom(st *gate.DestinationState) {
+	s.env.SetContinuedExecutionRunID("its-previous-run")
+	s.start(gate.DestinationInput{Name: s.dest, State: st})
+}
+
+// runRecovering runs a gate started afresh (by an operator, a worker's
+// report or by hand) whose earlier runs last published st.
+func (s *GateSuite) runRecovering(st *gate.DestinationState) {
+	s.recovered = st
+	s.run()
+}
+
+// start runs the gate as destination-<dest> until it is cancelled a day on.
+func (s *GateSuite) start(in gate.DestinationInput) {
+	s.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: gate.WorkflowID(s.dest)})
 	s.at(24*time.Hour, s.env.CancelWorkflow)
-	s.env.ExecuteWorkflow(gate.WorkflowType, gate.DestinationInput{Name: s.dest, State: st})
+	s.env.ExecuteWorkflow(gate.WorkflowType, in)
 	s.Require().True(s.env.IsWorkflowCompleted())
+	s.True(temporal.IsCanceledError(s.env.GetWorkflowError()), "the gate ran until cancelled: %v", s.env.GetWorkflowError())
 }
 
 // path is the states the gate went through, each with who moved it.
@@ -260,6 +299,8 @@ func (s *GateSuite) TestResumeClosesTheBreaker() {
 		for _, k := range []string{"d", "e", "f"} {
 			s.report(contract.ClassNotSent, k)
 		}
+	})
+	s.at(3*time.Second+500*time.Millisecond, func() {
 		s.update(gate.UpdatePause, "pause", gate.PauseRequest{Reason: "outage", By: "alice"}, func(_ any, err error) { s.NoError(err) })
 	})
 	s.at(4*time.Second, func() {
@@ -308,5 +349,38 @@ func (s *GateSuite) TestStoppedGateStartsAgainPaused() {
 		s.Equal(1, s.released)
 		s.Equal([]string{"paused by alice", "closed by bob"}, path(st))
 	})
-	s.runFrom(held)
+	s.runRecovering(held)
+}
+
+// TestHandStartedInputHoldsNothing: a run started with a paused state in
+// its input, not continued from one of the gate's runs, takes its state
+// from what the gate's earlier runs published (none here): closed, with
+// none of the input's transitions, its memo naming this run.
+func (s *GateSuite) TestHandStartedInputHoldsNothing() {
+	since := s.env.Now().Add(-time.Hour)
+	forged := &gate.DestinationState{Name: s.dest, State: gate.Paused, Since: since, Breaker: gate.Breaker{State: gate.Closed},
+		Paused:      &gate.Pause{Reason: "mine now", By: "alice", Since: since},
+		Transitions: []gate.Transition{{At: since, From: gate.Closed, To: gate.Paused, By: "alice", Why: "mine now", Principal: "alice"}}}
+	s.at(time.Second, func() {
+		st := s.state()
+		s.Equal(gate.Closed, st.State)
+		s.Nil(st.Paused)
+		s.Empty(st.Transitions)
+		s.NotEmpty(st.Run, "the memo names the run that published it")
+		s.NotContains(wftest.CurrentDetails(s.T(), s.env), "(signed)")
+	})
+	s.start(gate.DestinationInput{Name: s.dest, State: forged})
+}
+
+// TestWrongNameRefuses: a gate whose name is not the one its workflow ID
+// carries fails at once with the reason, having published nothing.
+func (s *GateSuite) TestWrongNameRefuses() {
+	s.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: gate.WorkflowID("gm")})
+	s.env.ExecuteWorkflow(gate.WorkflowType, gate.DestinationInput{Name: "legacy"})
+	s.Require().True(s.env.IsWorkflowCompleted())
+	var app *temporal.ApplicationError
+	s.Require().ErrorAs(s.env.GetWorkflowError(), &app)
+	s.Equal(gate.ErrWrongName, app.Type())
+	s.Contains(app.Message(), `its name "legacy" is not the one its workflow ID destination-gm carries`)
+	s.Nil(s.memo, "it published nothing")
 }

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/interceptor"
@@ -117,6 +118,12 @@ func checkScheduler(info activity.Info, args []any) error {
 		}
 		if wt != gate.WorkflowType || wid != gate.WorkflowID(dest) {
 			return fmt.Errorf("scheduled by %s (%q), not by the gate of %q", wid, wt, dest)
+		}
+		return nil
+	case gate.ActivityRecover, gate.ActivityVerifyReport, gate.ActivityVerifyProbe:
+		// Each reads which gate asks from this same record.
+		if wt != gate.WorkflowType || !strings.HasPrefix(wid, gate.IDPrefix) {
+			return fmt.Errorf("scheduled by %s (%q), not by a destination's gate", wid, wt)
 		}
 		return nil
 	case workflows.ActivityJoinDelivery:

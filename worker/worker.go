@@ -20,6 +20,7 @@ import (
 	"github.com/abde64c9/courier/activities/sqldest"
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/gate"
+	"github.com/abde64c9/courier/gate/gateclient"
 	"github.com/abde64c9/courier/internal/redact"
 	"github.com/abde64c9/courier/worker/callers"
 	"github.com/abde64c9/courier/workflows"
@@ -91,10 +92,16 @@ func openAdapter(name string, d destinations.Destination, red *redact.Redactor) 
 	return httpdest.New(name, d, red)
 }
 
-// Register puts the Delivery workflow and Courier's activities on a worker.
+// Register puts the Delivery workflow and Courier's activities on a worker,
+// with the gates' recovery when acts reads the gates.
 func Register(r sdkworker.Registry, cfg destinations.Config, acts *activities.Activities) {
 	RegisterWorkflow(r, cfg)
 	r.RegisterActivity(acts)
+	if g, ok := acts.Gate.(*gateclient.Cache); ok {
+		r.RegisterActivityWithOptions(g.Recover, activity.RegisterOptions{Name: gate.ActivityRecover})
+		r.RegisterActivityWithOptions(g.VerifyReport, activity.RegisterOptions{Name: gate.ActivityVerifyReport})
+		r.RegisterActivityWithOptions(g.VerifyProbe, activity.RegisterOptions{Name: gate.ActivityVerifyProbe})
+	}
 }
 
 // RegisterWorkflow registers only the workflows (the Delivery and the

@@ -63,12 +63,14 @@ const (
 // Sets of recorded gate histories: gates whose breaker came from reports;
 // gates that take their breaker and reviewers from the destinations file;
 // gates that publish their memo on every change; gates that verify signed
-// pauses and resumes where the reviewers have keys.
+// pauses and resumes where the reviewers have keys; gates whose state is
+// their own (recovered from their earlier runs, refused under another name).
 const (
 	setGateReportedBreaker = "gate-reported-breaker"
 	setGateTerms           = "gate-terms"
 	setGateMemo            = "gate-memo"
 	setGateProof           = "gate-proof"
+	setGateOwn             = "gate-own"
 )
 
 // Sets of recorded Delivery scenarios off the happy path: deliveries that
@@ -89,7 +91,7 @@ const (
 
 var (
 	deliverySets = []string{setConfigContract, setRecordedContract, setDeliverUpdate, setReviewDesk, setRetryState, setOutcomeLedger, setSettle}
-	gateSets     = []string{setGateReportedBreaker, setGateTerms, setGateMemo, setGateProof}
+	gateSets     = []string{setGateReportedBreaker, setGateTerms, setGateMemo, setGateProof, setGateOwn}
 	trustSets    = []string{setTrust, setPlaceholders, setVerifiedReviews, setVerifiedJobs, setRevocation}
 )
 

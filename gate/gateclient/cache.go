@@ -2,12 +2,15 @@ package gateclient
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
@@ -55,6 +58,14 @@ type Cache struct {
 type gateRead struct {
 	at    time.Time
 	state *gate.DestinationState // nil: no gate, so closed
+	// running: read from a running run of the gate; else from Read.
+	running bool
+	// run is the read of the latest run this came from: the same run with
+	// the same memo and status reads the same.
+	run string
+	// checked is when the server was last asked; at, when the listing
+	// last confirmed it.
+	checked time.Time
 }
 
 var _ activities.Gate = (*Cache)(nil)
@@ -78,27 +89,34 @@ func NewCache(c client.Client, namespace string, dc converter.DataConverter, cfg
 // State reads a destination's gate, at most maxAge old; nil: none (closed).
 func (g *Cache) State(ctx context.Context, dest string, maxAge time.Duration) (*gate.DestinationState, error) {
 	g.mu.Lock()
-	r, ok := g.cache[dest]
+	prev, ok := g.cache[dest]
 	g.mu.Unlock()
-	if ok && time.Since(r.at) < maxAge {
-		return r.state, nil
+	if ok && time.Since(prev.at) < maxAge {
+		return prev.state, nil
 	}
-	st, err := Read(ctx, g.c, g.dc, dest)
+	at := time.Now()
+	read := gateRead{checked: at}
+	r, found, err := latest(ctx, g.c, dest)
+	if err == nil && found {
+		read.running, read.run = r.status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, readKey(r)
+		read.state, err = resolve(ctx, g.c, g.dc, dest, r)
+	}
 	if err != nil {
 		return nil, err
 	}
-	g.keep(dest, st, time.Now())
-	return st, nil
+	g.keep(dest, read, at)
+	return read.state, nil
 }
 
 // keep stores a read of a gate and shows it on the gauge.
-func (g *Cache) keep(dest string, st *gate.DestinationState, at time.Time) {
+func (g *Cache) keep(dest string, read gateRead, at time.Time) {
+	read.at = at
 	g.mu.Lock()
-	g.cache[dest] = gateRead{at: at, state: st}
+	g.cache[dest] = read
 	g.mu.Unlock()
 	state := gate.Closed
-	if st != nil {
-		state = st.State
+	if read.state != nil {
+		state = read.state.State
 	}
 	for s, gauge := range g.gauges[dest] {
 		if s == state {
@@ -109,18 +127,63 @@ func (g *Cache) keep(dest string, st *gate.DestinationState, at time.Time) {
 	}
 }
 
-// readAll reads every gate in one listing and keeps a read of each
-// configured destination: its latest run's gate, or closed.
+// readAll reads the gates of the configured destinations: their running
+// runs in one listing; one whose gate does not run by Read, when it ran at
+// the last look, held its destination, or was last read a while ago (a
+// gate that does not run changes only when one starts, which the listing
+// shows).
 func (g *Cache) readAll(ctx context.Context) error {
 	at := time.Now()
-	got, err := ReadAll(ctx, g.c, g.dc, g.cfg.Names())
+	runs, err := running(ctx, g.c)
 	if err != nil {
 		return err
 	}
+	var errs []error
 	for _, name := range g.cfg.Names() {
-		g.keep(name, got[name], at)
+		g.mu.Lock()
+		prev, seen := g.cache[name]
+		g.mu.Unlock()
+		r, ok := runs[name]
+		if !ok {
+			if seen && !prev.running && (prev.state == nil || prev.state.State == gate.Closed) && at.Sub(prev.checked) < stoppedRecheck {
+				g.keep(name, prev, at)
+				continue
+			}
+			found, exists, err := latest(ctx, g.c, name)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if !exists {
+				g.keep(name, gateRead{checked: at}, at)
+				continue
+			}
+			r = found
+		}
+		key := readKey(r)
+		if seen && prev.run == key {
+			prev.checked, prev.running = at, r.status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+			g.keep(name, prev, at)
+			continue
+		}
+		st, err := resolve(ctx, g.c, g.dc, name, r)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		g.keep(name, gateRead{state: st, run: key, checked: at, running: r.status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING}, at)
 	}
-	return nil
+	return errors.Join(errs...)
+}
+
+// stoppedRecheck is how often a worker looks at the gate of a destination
+// whose gate does not run and holds nothing.
+const stoppedRecheck = 30 * time.Second
+
+// readKey names what a read of run r depends on: the run, its status and
+// its memo. The runs before it are closed, so what they published stays.
+func readKey(r run) string {
+	return r.runID + "/" + r.status.String() + "/" + string(r.memo.GetFields()[gate.Memo].GetData())
 }
 
 // Admit says whether an attempt may be sent now; see activities.Gate.
@@ -183,6 +246,11 @@ func (g *Cache) Report(ctx context.Context, dest, key string, out activities.Out
 	}
 	// What it observed only: the gate takes the breaker from the destinations file.
 	r := gate.Report{Class: out.Class, Key: key, At: time.Now(), Error: text.Excerpt(out.Error, 200)}
+	if activity.IsActivity(ctx) {
+		// The attempt it reports, which the gate reads in its Delivery's history.
+		info := activity.GetInfo(ctx)
+		r.Attempt = &gate.AttemptRef{WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID, ActivityID: info.ActivityID}
+	}
 	_, err = g.c.SignalWithStartWorkflow(ctx, gate.WorkflowID(dest), gate.SignalReport, r,
 		StartOptions(dest), gate.WorkflowType, gate.DestinationInput{Name: dest})
 	if err != nil {

@@ -4,9 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
-	"time"
+	"strings"
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
@@ -17,6 +16,7 @@ import (
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/gate"
+	"github.com/abde64c9/courier/internal/visibility"
 	"github.com/abde64c9/courier/workflows"
 )
 
@@ -42,15 +42,11 @@ func (e *RefusedError) Error() string {
 // Pause pauses a destination for every worker: from then on no attempt is
 // sent to it, and its deliveries wait, spending no attempts or deadline,
 // until Resume (or r.Until). It starts the destination's gate if it has none,
-// or a new run of a stopped one, carrying what it held.
+// or a new run of a stopped one, which recovers what it held.
 // When the workers' destinations file lists reviewers, r.By must be one;
 // when they have keys, r.Proof must verify (see Sign).
 func (o Operator) Pause(ctx context.Context, dest string, r gate.PauseRequest) (gate.DestinationState, error) {
-	stopped, err := o.stopped(ctx, dest)
-	if err != nil {
-		return gate.DestinationState{}, err
-	}
-	return o.updateWithStart(ctx, dest, stopped, gate.UpdatePause, r)
+	return o.updateWithStart(ctx, dest, gate.UpdatePause, r)
 }
 
 // Resume resumes a paused destination and closes its breaker if open (by
@@ -65,7 +61,7 @@ func (o Operator) Resume(ctx context.Context, dest string, r gate.ResumeRequest)
 	if stopped != nil && stopped.State != gate.Closed {
 		// The new run starts as the stopped one held and resumes by the
 		// gate's own update: its reviewers' check, transition and release.
-		return o.updateWithStart(ctx, dest, stopped, gate.UpdateResume, r)
+		return o.updateWithStart(ctx, dest, gate.UpdateResume, r)
 	}
 	h, err := o.C.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID: gate.WorkflowID(dest), UpdateName: gate.UpdateResume,
@@ -79,22 +75,10 @@ func (o Operator) Resume(ctx context.Context, dest string, r gate.ResumeRequest)
 }
 
 // updateWithStart sends a gate update, starting the gate if it has no
-// running run: from what a stopped run held, if any.
-func (o Operator) updateWithStart(ctx context.Context, dest string, stopped *gate.DestinationState, update string, arg any) (gate.DestinationState, error) {
-	in := gate.DestinationInput{Name: dest}
-	if stopped != nil {
-		carried := *stopped
-		carried.Stopped = ""
-		if carried.Paused != nil {
-			// The update decides at once; a pause's end that passed while
-			// stopped must not lift it before then.
-			p := *carried.Paused
-			p.Until = time.Time{}
-			carried.Paused = &p
-		}
-		in.State = &carried
-	}
-	start := o.C.NewWithStartWorkflowOperation(StartOptions(dest), gate.WorkflowType, in)
+// running run: the new run recovers what its runs before held, then
+// decides the update.
+func (o Operator) updateWithStart(ctx context.Context, dest, update string, arg any) (gate.DestinationState, error) {
+	start := o.C.NewWithStartWorkflowOperation(StartOptions(dest), gate.WorkflowType, gate.DestinationInput{Name: dest})
 	h, err := o.C.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: start,
 		UpdateOptions: client.UpdateWorkflowOptions{
@@ -187,11 +171,15 @@ func (o Operator) Status(ctx context.Context, dest string) (Status, error) {
 // List lists the destinations that have a gate (paused once, or whose
 // breaker tripped once), running or stopped.
 func (o Operator) List(ctx context.Context) ([]string, error) {
-	runs, err := latestRuns(ctx, o.C)
-	if err != nil {
-		return nil, err
+	var names []string
+	for e, err := range visibility.Executions(ctx, o.C, &workflowservice.ListWorkflowExecutionsRequest{Query: gate.RunsQuery}) {
+		if err != nil {
+			return nil, fmt.Errorf("list destinations' gates: %w", err)
+		}
+		names = append(names, strings.TrimPrefix(e.GetExecution().GetWorkflowId(), gate.IDPrefix))
 	}
-	return slices.Sorted(maps.Keys(runs)), nil
+	slices.Sort(names)
+	return slices.Compact(names), nil
 }
 
 // Desk is the status of the named destinations or, with none named, of

@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
@@ -40,7 +42,9 @@ var gateConfig = destinations.Config{Destinations: map[string]destinations.Desti
 	"rec-pause": {},
 	"rec-resume-breaker": {Contract: contract.Contract{Breaker: &contract.Breaker{
 		Failures: 2, Window: contract.Duration(time.Minute), CoolDown: contract.Duration(time.Hour)}}},
-	"rec-plain": {},
+	"rec-plain":       {},
+	"rec-own-stopped": {},
+	"rec-own-hand":    {},
 	"rec-signed": {Reviewers: destinations.Reviewers{
 		{Name: "alice", Key: reviewproof.FormatPublicKey(gateAlice.Public().(ed25519.PublicKey)), Decisions: reviewproof.GateActions},
 		{Name: "bob", Key: reviewproof.FormatPublicKey(gateBob.Public().(ed25519.PublicKey)), Decisions: reviewproof.Decisions},
@@ -65,6 +69,34 @@ type gateScenario struct {
 }
 
 var gateScenarios = []gateScenario{
+	{"a bare run after terminate recovers the pause, a resume ends it", "rec-own-stopped", func(ctx context.Context, g *gateDriver) error {
+		g.pause(ctx, gate.PauseRequest{Reason: "partner maintenance", By: "alice"})
+		g.await(ctx, gate.Paused)
+		g.fail(g.c.TerminateWorkflow(ctx, gate.WorkflowID(g.dest), "", "by hand"))
+		bare := g.byHand(ctx, gate.WorkflowID(g.dest), gate.DestinationInput{Name: g.dest})
+		g.until(ctx, "the bare run's recovered pause", func(st gate.DestinationState) bool { return st.Run == bare && st.State == gate.Paused })
+		g.resume(ctx, gate.ResumeRequest{By: "bob", Note: "maintenance over"})
+		g.await(ctx, gate.Closed)
+		return g.err
+	}},
+	{"a run started by hand with a paused input holds nothing", "rec-own-hand", func(ctx context.Context, g *gateDriver) error {
+		since := time.Now().Add(-time.Hour)
+		forged := &gate.DestinationState{Name: g.dest, State: gate.Paused, Since: since, Breaker: gate.Breaker{State: gate.Closed},
+			Paused: &gate.Pause{Reason: "mine now", By: "mallory", Since: since}}
+		run := g.byHand(ctx, gate.WorkflowID(g.dest), gate.DestinationInput{Name: g.dest, State: forged})
+		g.until(ctx, "its own state", func(st gate.DestinationState) bool { return st.Run == run })
+		g.await(ctx, gate.Closed)
+		return g.err
+	}},
+	{"a name its workflow ID does not carry refuses itself (its run fails)", "rec-own-name", func(ctx context.Context, g *gateDriver) error {
+		run := g.byHand(ctx, gate.WorkflowID(g.dest), gate.DestinationInput{Name: "rec-own-other"})
+		if g.err == nil {
+			if err := g.c.GetWorkflow(ctx, gate.WorkflowID(g.dest), run).Get(ctx, nil); err == nil {
+				g.fail(fmt.Errorf("gate %s ran under another name", g.dest))
+			}
+		}
+		return g.err
+	}},
 	{"breaker opens, a probe fails, the next closes it", "rec-breaker", func(ctx context.Context, g *gateDriver) error {
 		for i, cl := range []contract.Class{contract.ClassNotSent, contract.ClassThrottled, contract.ClassServerError} {
 			g.report(ctx, cl, fmt.Sprintf("fail-%d", i))
@@ -141,6 +173,14 @@ func recordGates(ctx context.Context, c client.Client, logger *slog.Logger) (map
 	w := sdkworker.New(c, workflows.TaskQueue, sdkworker.Options{})
 	worker.Register(w, gateConfig, &activities.Activities{Contracts: gateConfig.Contracts(), Reviewers: gateConfig.Reviewers.Names(),
 		Reviewing: worker.Reviewing(gateConfig)})
+	gates := gateclient.NewCache(c, "default", nil, gateConfig, client.MetricsNopHandler, logger)
+	w.RegisterActivityWithOptions(gates.Recover, activity.RegisterOptions{Name: gate.ActivityRecover})
+	// The scenarios stand in for the workers' attempts: what they report
+	// and the probes they ask for count as a Delivery's would.
+	w.RegisterActivityWithOptions(func(context.Context, gate.Report) (string, error) { return "", nil },
+		activity.RegisterOptions{Name: gate.ActivityVerifyReport})
+	w.RegisterActivityWithOptions(func(context.Context, string) (string, error) { return "", nil },
+		activity.RegisterOptions{Name: gate.ActivityVerifyProbe})
 	if err := w.Start(); err != nil {
 		return nil, nil, err
 	}
@@ -157,7 +197,8 @@ func recordGates(ctx context.Context, c client.Client, logger *slog.Logger) (map
 		}
 		id := gate.WorkflowID(sc.dest)
 		// The gate runs until cancelled: its history is then complete.
-		if err := c.CancelWorkflow(ctx, id, ""); err != nil {
+		var done *serviceerror.NotFound
+		if err := c.CancelWorkflow(ctx, id, ""); err != nil && !errors.As(err, &done) {
 			return nil, nil, fmt.Errorf("scenario %q: %w", sc.name, err)
 		}
 		rc, err := recordLatest(ctx, c, gateSeed, sc.name, id, files)
@@ -229,6 +270,20 @@ func (g *gateDriver) signal(ctx context.Context, r gate.Report) {
 	_, err := g.c.SignalWithStartWorkflow(ctx, id, gate.SignalReport, r,
 		gateclient.StartOptions(g.dest), gate.WorkflowType, gate.DestinationInput{Name: g.dest})
 	g.fail(err)
+}
+
+// byHand starts a run of the gate as anyone can, with the temporal CLI,
+// and returns its run ID.
+func (g *gateDriver) byHand(ctx context.Context, id string, in gate.DestinationInput) string {
+	if g.err != nil {
+		return ""
+	}
+	run, err := g.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue}, gate.WorkflowType, in)
+	if err != nil {
+		g.fail(err)
+		return ""
+	}
+	return run.GetRunID()
 }
 
 // probe asks for the probe, as a worker does once the cool-down is over.

@@ -21,6 +21,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -39,6 +40,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/abde64c9/courier/gate"
 	"github.com/abde64c9/courier/internal/visibility"
 	"github.com/abde64c9/courier/lab"
 	"github.com/abde64c9/courier/lab/devserver"
@@ -235,6 +237,9 @@ func history(ctx context.Context, c client.Client, e *workflowExecution) ([]byte
 	err := c.GetWorkflow(wctx, e.id, e.runID).Get(wctx, nil)
 	if _, ok := workflows.UndeliveredResult(err); ok || temporal.IsCanceledError(err) {
 		err = nil // closed without delivering; or a gate, cancelled
+	}
+	if app := (*temporal.ApplicationError)(nil); errors.As(err, &app) && app.Type() == gate.ErrWrongName {
+		err = nil // a gate that refused itself for its name
 	}
 	if err != nil {
 		return nil, fmt.Errorf("workflow %s did not close: %w", e.id, err)
