@@ -105,11 +105,20 @@ func (a answer) problem(t *testing.T, code int) map[string]any {
 // do sends one request to base (l.url when empty).
 func (l *apiLab) do(base, method, path, token string, header map[string]string, body []byte) answer {
 	l.t.Helper()
+	a, err := l.try(base, method, path, token, header, body)
+	require.NoError(l.t, err)
+	return a
+}
+
+// try is do, returning the error: for a request made off the test's goroutine.
+func (l *apiLab) try(base, method, path, token string, header map[string]string, body []byte) (answer, error) {
 	if base == "" {
 		base = l.url
 	}
 	req, err := http.NewRequestWithContext(l.ctx, method, base+path, bytes.NewReader(body))
-	require.NoError(l.t, err)
+	if err != nil {
+		return answer{}, err
+	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -117,11 +126,12 @@ func (l *apiLab) do(base, method, path, token string, header map[string]string, 
 		req.Header.Set(k, v)
 	}
 	resp, err := l.http.Do(req)
-	require.NoError(l.t, err)
+	if err != nil {
+		return answer{}, err
+	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	require.NoError(l.t, err)
-	return answer{code: resp.StatusCode, header: resp.Header, body: b}
+	return answer{code: resp.StatusCode, header: resp.Header, body: b}, err
 }
 
 func (l *apiLab) post(dest, key string, body []byte, header map[string]string) answer {
@@ -368,10 +378,15 @@ func TestAPI(t *testing.T) {
 		l.t = t
 		url, stop, done := l.serve(Options{})
 		require.NoError(t, stack.Sandbox.Inject(lab.DestHelpdesk, sandbox.Fault{Kind: sandbox.FaultDelayAfterCommit, Delay: 3 * time.Second}))
-		got := make(chan answer, 1)
+		type result struct {
+			answer
+			err error
+		}
+		got := make(chan result, 1)
 		go func() {
-			got <- l.do(url, http.MethodPost, "/v1/destinations/helpdesk/operations/create-ticket", acmeToken,
+			a, err := l.try(url, http.MethodPost, "/v1/destinations/helpdesk/operations/create-ticket", acmeToken,
 				map[string]string{"Idempotency-Key": `"order-9"`}, lab.Ticket("order-9", "x"))
+			got <- result{a, err}
 		}()
 		key := acmeKey(lab.DestHelpdesk, "order-9")
 		for !l.started(key) {
@@ -379,6 +394,7 @@ func TestAPI(t *testing.T) {
 		}
 		stop()
 		a := <-got
+		require.NoError(t, a.err, "the request in flight is answered")
 		require.Equal(t, http.StatusAccepted, a.code, "%s", a.body)
 		require.Equal(t, "/v1/deliveries/"+key, a.header.Get("Location"))
 		require.NoError(t, <-done)
