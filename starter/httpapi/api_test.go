@@ -308,9 +308,9 @@ func TestAPI(t *testing.T) {
 		require.Equal(t, "rejected", p["state"])
 	})
 
-	t.Run("20 at once with one key", func(t *testing.T) {
+	t.Run("50 at once with one key", func(t *testing.T) {
 		l.t = t
-		const n = 20
+		const n = 50
 		answers := make([]answer, n)
 		var wg sync.WaitGroup
 		for i := range n {
@@ -324,6 +324,48 @@ func TestAPI(t *testing.T) {
 		}
 		require.Equal(t, map[int]int{http.StatusCreated: 1, http.StatusOK: n - 1}, codes)
 		require.Equal(t, 1, l.effects(lab.DestHelpdesk, "order-7"), "one effect at the partner")
+	})
+
+	t.Run("the answer lost on the way, then asked again", func(t *testing.T) {
+		l.t = t
+		require.NoError(t, stack.Sandbox.Inject(lab.DestHelpdesk, sandbox.Fault{Kind: sandbox.FaultDelayAfterCommit, Delay: 2 * time.Second}))
+		impatient := &apiLab{t: t, ctx: ctx, stack: stack, url: l.url, http: &http.Client{Timeout: 300 * time.Millisecond}}
+		_, err := impatient.try("", http.MethodPost, "/v1/destinations/helpdesk/operations/create-ticket", acmeToken,
+			map[string]string{"Idempotency-Key": `"order-10"`}, lab.Ticket("order-10", "x"))
+		require.Error(t, err, "the caller gave up before the answer")
+		again := l.post(lab.DestHelpdesk, `"order-10"`, lab.Ticket("order-10", "x"), nil)
+		require.Equal(t, http.StatusOK, again.code, "%s", again.body)
+		require.Equal(t, "true", again.header.Get("Idempotent-Replayed"))
+		require.Equal(t, "delivered", again.json(t)["state"])
+		require.Equal(t, 1, l.effects(lab.DestHelpdesk, "order-10"))
+	})
+
+	t.Run("a worker lost during the request", func(t *testing.T) {
+		l.t = t
+		require.NoError(t, stack.Sandbox.Inject(lab.DestHelpdesk, sandbox.Fault{Kind: sandbox.FaultDelayAfterCommit, Delay: 2 * time.Second}))
+		got := make(chan answer, 1)
+		go func() {
+			a, _ := l.try("", http.MethodPost, "/v1/destinations/helpdesk/operations/create-ticket", acmeToken,
+				map[string]string{"Idempotency-Key": `"order-11"`}, lab.Ticket("order-11", "x"))
+			got <- a
+		}()
+		for !l.started(acmeKey(lab.DestHelpdesk, "order-11")) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		time.Sleep(300 * time.Millisecond) // the attempt is at the partner
+		old := stack.Workers[len(stack.Workers)-1]
+		old.Kill()
+		<-old.Done()
+		_, err := stack.StartWorker(ctx)
+		require.NoError(t, err)
+		a := <-got
+		// Answered: delivered (201, or 200 where the starter counts the
+		// retried update as a join) or not settled within the wait (202).
+		require.Contains(t, []int{http.StatusCreated, http.StatusOK, http.StatusAccepted}, a.code, "%s", a.body)
+		again := l.post(lab.DestHelpdesk, `"order-11"`, lab.Ticket("order-11", "x"), nil)
+		require.Equal(t, http.StatusOK, again.code, "%s", again.body)
+		require.Equal(t, "delivered", again.json(t)["state"])
+		require.Equal(t, 1, l.effects(lab.DestHelpdesk, "order-11"))
 	})
 
 	t.Run("destinations", func(t *testing.T) {
