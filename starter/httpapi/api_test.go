@@ -197,7 +197,7 @@ func TestAPI(t *testing.T) {
 
 		// The same payload as another client encodes it (member order,
 		// spacing, a bare token for the key) is the same delivery.
-		reencoded := []byte(`{ "subject" : "Call back", "request_id" : "order-1" }`)
+		reencoded := []byte(`{ "subject" : "Call b\u0061ck", "request_id" : "order-1" }`)
 		bare := l.post(lab.DestHelpdesk, `order-1`, reencoded, nil)
 		require.Equal(t, http.StatusOK, bare.code, "%s", bare.body)
 		require.Equal(t, string(first.body), string(bare.body))
@@ -253,13 +253,16 @@ func TestAPI(t *testing.T) {
 
 	t.Run("the tenant is the token's", func(t *testing.T) {
 		l.t = t
-		for _, tok := range []string{"", "not-a-token", acmeToken + "x", HashToken(acmeToken)} {
+		for _, tok := range []string{"", "not-a-token", acmeToken + "x", HashToken(acmeToken), " "} {
 			a := l.do("", http.MethodPost, "/v1/destinations/helpdesk/operations/create-ticket", tok,
 				map[string]string{"Idempotency-Key": `"order-3"`}, lab.Ticket("order-3", "x"))
 			a.problem(t, http.StatusUnauthorized)
 			require.Contains(t, a.header.Get("WWW-Authenticate"), "Bearer")
 		}
 		l.do("", http.MethodGet, "/v1/destinations", "", nil, nil).problem(t, http.StatusUnauthorized)
+		l.do("", http.MethodGet, "/v1/destinations", "", map[string]string{"Authorization": "Basic " + acmeToken}, nil).problem(t, http.StatusUnauthorized)
+		require.Equal(t, http.StatusOK, l.do("", http.MethodGet, "/v1/destinations", "",
+			map[string]string{"Authorization": "bearer " + acmeToken}, nil).code, "the scheme's name is case-insensitive")
 		body := []byte(`{"tenant": "globex", "request_id": "order-3", "subject": "x"}`)
 		require.Contains(t, l.post(lab.DestHelpdesk, `"order-3"`, body, nil).problem(t, http.StatusBadRequest)["detail"], `"tenant"`)
 		l.post(lab.DestHelpdesk, `"order-3"`, lab.Ticket("order-3", "x"), map[string]string{"X-Tenant": "globex"}).problem(t, http.StatusBadRequest)

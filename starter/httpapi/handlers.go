@@ -23,8 +23,8 @@ import (
 // the tenant to its rate limit, before h.
 func (s *Server) authenticated(h func(http.ResponseWriter, *http.Request, string)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || strings.TrimSpace(token) == "" {
+		scheme, token, _ := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+		if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="courier"`)
 			writeProblem(w, problem{Type: typeUnauthorized, Status: http.StatusUnauthorized,
 				Detail: "send Authorization: Bearer <token>, the token your Courier operator gave you"})

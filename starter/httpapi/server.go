@@ -176,8 +176,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if rec.code == 0 {
 		rec.code = http.StatusOK
 	}
+	took := time.Since(start)
 	s.served.WithLabelValues(pattern, strconv.Itoa(rec.code)).Inc()
-	s.latency.WithLabelValues(pattern).Observe(time.Since(start).Seconds())
+	s.latency.WithLabelValues(pattern).Observe(took.Seconds())
+	// The route, not the path: a path holds a caller's key or names.
+	s.o.Logger.Debug("api: answered", "method", r.Method, "route", pattern, "status", rec.code, "took", took)
 }
 
 // unmatched is 405 for a known path asked with another method, else 404.
