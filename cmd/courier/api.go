@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -23,7 +24,7 @@ const envAPIConfig = "COURIER_API_CONFIG"
 
 func apiCommand() *cobra.Command {
 	var o httpapi.Options
-	var configFlag, addr, destinationsFlag string
+	var configFlag, addr, destinationsFlag, tlsCert, tlsKey string
 	c := &cobra.Command{
 		Use:   "api --config FILE [--addr ADDR] [--destinations FILE] [--wait DURATION]",
 		Short: "serve the HTTP API: deliveries over plain HTTP with an Idempotency-Key",
@@ -44,6 +45,8 @@ answering every request it accepted.`,
 	f.StringVar(&addr, "addr", "127.0.0.1:8088", "`address` to serve on")
 	f.StringVar(&destinationsFlag, "destinations", "", "the workers' destinations `file`: refuse other destinations (default $"+envDestinations+"; empty: any)")
 	f.DurationVar(&o.Wait, "wait", httpapi.DefaultWait, "longest a POST waits for its delivery to settle before it answers 202 (`DURATION`)")
+	f.StringVar(&tlsCert, "tls-cert", "", "serve HTTPS with this certificate `file` (PEM, with --tls-key); without it, plain HTTP for a TLS proxy in front")
+	f.StringVar(&tlsKey, "tls-key", "", "the certificate's private key `file` (PEM)")
 	_ = c.MarkFlagFilename("config", "json")
 	_ = c.MarkFlagFilename("destinations", "json")
 	logs := cli.AddLogFlags(c, true)
@@ -84,9 +87,26 @@ answering every request it accepted.`,
 		if err != nil {
 			return err
 		}
+		if (tlsCert == "") != (tlsKey == "") {
+			return cli.UsageError("--tls-cert and --tls-key go together: give both, or neither for plain HTTP")
+		}
+		var tlsConfig *tls.Config
+		if tlsCert != "" {
+			cert, err := tls.LoadX509KeyPair(tlsCert, tlsKey)
+			if err != nil {
+				return fmt.Errorf("--tls-cert %s, --tls-key %s: %w", tlsCert, tlsKey, err)
+			}
+			tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		}
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			return fmt.Errorf("listen on %s: %w (choose another with --addr)", addr, err)
+		}
+		if tlsConfig != nil {
+			ln = tls.NewListener(ln, tlsConfig)
+		} else if ip, _, _ := net.SplitHostPort(ln.Addr().String()); !net.ParseIP(ip).IsLoopback() {
+			o.Logger.Warn("api: serving plain HTTP beyond this machine: bearer tokens cross the network in clear unless a TLS proxy is in front (or use --tls-cert and --tls-key)",
+				"address", ln.Addr().String())
 		}
 		return srv.Serve(c.Context(), ln)
 	}

@@ -3,8 +3,17 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
+	"math/big"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -147,4 +156,58 @@ func TestAPIStopsOnSIGTERM(t *testing.T) {
 	n, err := stack.Effects.Count(ctx, lab.DestHelpdesk, "sigterm-1")
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
+}
+
+// TestAPIServesTLS: with --tls-cert and --tls-key the API answers HTTPS
+// only, so a token never crosses in clear; it stops when its context ends.
+func TestAPIServesTLS(t *testing.T) {
+	dir := t.TempDir()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "courier api"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	kder, err := x509.MarshalECPrivateKey(key)
+	require.NoError(t, err)
+	certFile, keyFile, cfg := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), filepath.Join(dir, "api.json")
+	require.NoError(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
+	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600))
+	require.NoError(t, os.WriteFile(cfg, []byte(`{"callers": [{"tenant": "acme", "token_sha256": "`+httpapi.HashToken("t")+`"}]}`), 0o600))
+
+	_, _, err = runCourier(context.Background(), "api", "--config", cfg, "--tls-cert", certFile)
+	require.ErrorContains(t, err, "--tls-cert and --tls-key go together")
+
+	addr, err := lab.FreeAddr()
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := runCourier(ctx, "api", "--config", cfg, "--addr", addr, "--tls-cert", certFile, "--tls-key", keyFile)
+		done <- err
+	}()
+	pool := x509.NewCertPool()
+	cert, err := x509.ParseCertificate(der)
+	require.NoError(t, err)
+	pool.AddCert(cert)
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	var resp *http.Response
+	require.Eventually(t, func() bool {
+		resp, err = client.Get("https://" + addr + "/healthz")
+		return err == nil
+	}, 10*time.Second, 50*time.Millisecond)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	resp, err = client.Get("https://" + addr + "/v1/destinations")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	resp, err = http.Get("http://" + addr + "/healthz")
+	if err == nil {
+		resp.Body.Close()
+		require.NotEqual(t, http.StatusOK, resp.StatusCode, "plain HTTP is not served")
+	}
+	cancel()
+	require.NoError(t, <-done)
 }
