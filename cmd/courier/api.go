@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
@@ -24,7 +26,7 @@ const envAPIConfig = "COURIER_API_CONFIG"
 
 func apiCommand() *cobra.Command {
 	var o httpapi.Options
-	var configFlag, addr, destinationsFlag, tlsCert, tlsKey string
+	var configFlag, addr, destinationsFlag, tlsCert, tlsKey, clientCA string
 	c := &cobra.Command{
 		Use:   "api --config FILE [--addr ADDR] [--destinations FILE] [--wait DURATION]",
 		Short: "serve the HTTP API: deliveries over plain HTTP with an Idempotency-Key",
@@ -47,6 +49,7 @@ answering every request it accepted.`,
 	f.DurationVar(&o.Wait, "wait", httpapi.DefaultWait, "longest a POST waits for its delivery to settle before it answers 202 (`DURATION`)")
 	f.StringVar(&tlsCert, "tls-cert", "", "serve HTTPS with this certificate `file` (PEM, with --tls-key); without it, plain HTTP for a TLS proxy in front")
 	f.StringVar(&tlsKey, "tls-key", "", "the certificate's private key `file` (PEM)")
+	f.StringVar(&clientCA, "client-ca", "", "with --tls-cert, verify client certificates against these CA certificates (`file`, PEM): a caller's certificate in the file's cert_sha256 then speaks for its tenant")
 	_ = c.MarkFlagFilename("config", "json")
 	_ = c.MarkFlagFilename("destinations", "json")
 	logs := cli.AddLogFlags(c, true)
@@ -98,6 +101,21 @@ answering every request it accepted.`,
 			}
 			tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 		}
+		if clientCA != "" {
+			if tlsConfig == nil {
+				return cli.UsageError("--client-ca needs --tls-cert and --tls-key: client certificates come over TLS")
+			}
+			caPEM, err := os.ReadFile(clientCA)
+			if err != nil {
+				return fmt.Errorf("--client-ca: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(caPEM) {
+				return fmt.Errorf("--client-ca %s: no PEM certificate in it", clientCA)
+			}
+			// Callers without a certificate still present a token.
+			tlsConfig.ClientCAs, tlsConfig.ClientAuth = pool, tls.VerifyClientCertIfGiven
+		}
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			return fmt.Errorf("listen on %s: %w (choose another with --addr)", addr, err)
@@ -116,18 +134,33 @@ answering every request it accepted.`,
 
 func hashTokenCommand() *cobra.Command {
 	var fresh bool
+	var certFile string
 	c := &cobra.Command{
-		Use:   "hash-token [--new]",
+		Use:   "hash-token [--new | --cert FILE]",
 		Short: "print the SHA-256 of a bearer token, for the API's configuration file",
 		Long: `Reads a bearer token from stdin (one line) and prints the hash the API's configuration
 file stores as token_sha256. With --new, makes a random token and prints it (give it to the
-caller, once) and its hash on the next line. The token never goes on the command line.`,
-		Example:     "  courier api hash-token < token.txt\n  courier api hash-token --new",
+caller, once) and its hash on the next line. The token never goes on the command line.
+With --cert, prints a client certificate's hash (of its DER), the file's cert_sha256.`,
+		Example:     "  courier api hash-token < token.txt\n  courier api hash-token --new\n  courier api hash-token --cert client.pem",
 		Args:        cli.NoArgs,
 		Annotations: cli.Exits(cli.BasicExits...),
 	}
 	c.Flags().BoolVar(&fresh, "new", false, "make a new random token and print it, then its hash")
+	c.Flags().StringVar(&certFile, "cert", "", "print the hash of the client certificate in this `file` (PEM)")
 	c.RunE = func(c *cobra.Command, _ []string) error {
+		if certFile != "" {
+			b, err := os.ReadFile(certFile)
+			if err != nil {
+				return err
+			}
+			block, _ := pem.Decode(b)
+			if block == nil || block.Type != "CERTIFICATE" {
+				return fmt.Errorf("%s: no PEM CERTIFICATE in it", certFile)
+			}
+			_, err = fmt.Fprintln(c.OutOrStdout(), httpapi.HashCert(block.Bytes))
+			return err
+		}
 		if fresh {
 			token := httpapi.NewToken()
 			_, err := fmt.Fprintf(c.OutOrStdout(), "%s\n%s\n", token, httpapi.HashToken(token))

@@ -178,6 +178,11 @@ func TestAPIServesTLS(t *testing.T) {
 
 	_, _, err = runCourier(context.Background(), "api", "--config", cfg, "--tls-cert", certFile)
 	require.ErrorContains(t, err, "--tls-cert and --tls-key go together")
+	_, _, err = runCourier(context.Background(), "api", "--config", cfg, "--client-ca", certFile)
+	require.ErrorContains(t, err, "--client-ca needs --tls-cert")
+	stdout, _, err := runCourier(context.Background(), "api", "hash-token", "--cert", certFile)
+	require.NoError(t, err)
+	require.Equal(t, httpapi.HashCert(der)+"\n", stdout, "the certificate's hash, as the file holds it")
 
 	addr, err := lab.FreeAddr()
 	require.NoError(t, err)

@@ -3,11 +3,18 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math/big"
 	"net"
 	"net/http"
 	"regexp"
@@ -53,7 +60,7 @@ func testConfig(rl RateLimit) Config {
 
 // serve runs an API server over the stack's client (or tc) on a loopback
 // port until the test ends or stop is called; done yields Serve's error.
-func (l *apiLab) serve(o Options) (url string, stop func(), done <-chan error) {
+func (l *apiLab) serve(o Options, tlsConfig ...*tls.Config) (url string, stop func(), done <-chan error) {
 	l.t.Helper()
 	if o.Temporal == nil {
 		o.Temporal = l.stack.Temporal.Client()
@@ -69,11 +76,15 @@ func (l *apiLab) serve(o Options) (url string, stop func(), done <-chan error) {
 	require.NoError(l.t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(l.t, err)
+	scheme := "http://"
+	if len(tlsConfig) > 0 {
+		ln, scheme = tls.NewListener(ln, tlsConfig[0]), "https://"
+	}
 	ctx, cancel := context.WithCancel(l.ctx)
 	errc := make(chan error, 1)
 	go func() { errc <- s.Serve(ctx, ln) }()
 	l.t.Cleanup(cancel)
-	return "http://" + ln.Addr().String(), cancel, errc
+	return scheme + ln.Addr().String(), cancel, errc
 }
 
 // answer is one HTTP answer.
@@ -371,6 +382,32 @@ func TestAPI(t *testing.T) {
 		require.Equal(t, 1, l.effects(lab.DestHelpdesk, "order-11"))
 	})
 
+	t.Run("a client certificate binds its tenant", func(t *testing.T) {
+		l.t = t
+		ca := newTestCA(t)
+		acmeCert, strangerCert := ca.issue(t, "acme-client", false), ca.issue(t, "stranger", false)
+		cfg := testConfig(RateLimit{})
+		cfg.Callers = append(cfg.Callers, Caller{Tenant: "acme", CertSHA256: HashCert(acmeCert.Certificate[0])})
+		url, _, _ := l.serve(Options{Config: cfg}, &tls.Config{Certificates: []tls.Certificate{ca.issue(t, "127.0.0.1", true)},
+			ClientCAs: ca.pool, ClientAuth: tls.VerifyClientCertIfGiven, MinVersion: tls.VersionTLS12})
+		as := func(cert *tls.Certificate) *apiLab {
+			c := &tls.Config{RootCAs: ca.pool, MinVersion: tls.VersionTLS12}
+			if cert != nil {
+				c.Certificates = []tls.Certificate{*cert}
+			}
+			return &apiLab{t: t, ctx: ctx, stack: stack, url: url, http: &http.Client{Timeout: time.Minute, Transport: &http.Transport{TLSClientConfig: c}}}
+		}
+		loc := "/v1/deliveries/" + acmeKey(lab.DestHelpdesk, "order-1")
+		mine := as(&acmeCert).do("", http.MethodGet, loc, "", nil, nil)
+		require.Equal(t, http.StatusOK, mine.code, "%s", mine.body)
+		require.Equal(t, "delivered", mine.json(t)["state"])
+		require.Equal(t, http.StatusOK, as(&acmeCert).do("", http.MethodGet, loc, acmeToken, nil, nil).code)
+		as(&acmeCert).do("", http.MethodGet, loc, globexToken, nil, nil).problem(t, http.StatusUnauthorized)
+		as(&strangerCert).do("", http.MethodGet, loc, "", nil, nil).problem(t, http.StatusUnauthorized)
+		as(nil).do("", http.MethodGet, loc, "", nil, nil).problem(t, http.StatusUnauthorized)
+		as(nil).do("", http.MethodGet, loc, globexToken, nil, nil).problem(t, http.StatusNotFound)
+	})
+
 	t.Run("destinations", func(t *testing.T) {
 		l.t = t
 		a := l.do("", http.MethodGet, "/v1/destinations", acmeToken, nil, nil)
@@ -475,4 +512,43 @@ func TestAPI(t *testing.T) {
 		}
 		require.Greater(t, seen, 10, fmt.Sprintf("%s", metrics.body))
 	})
+}
+
+// testCA is a certificate authority for a test's server and clients.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pool *x509.CertPool
+}
+
+func newTestCA(t *testing.T) testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"}, IsCA: true,
+		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	cert, err := x509.ParseCertificate(der)
+	require.NoError(t, err)
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return testCA{cert: cert, key: key, pool: pool}
+}
+
+// issue is a certificate for a server at 127.0.0.1 or a client named cn.
+func (ca testCA) issue(t *testing.T, cn string, server bool) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: cn}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	if server {
+		tmpl.ExtKeyUsage, tmpl.IPAddresses = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, []net.IP{net.IPv4(127, 0, 0, 1)}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	require.NoError(t, err)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }

@@ -19,23 +19,39 @@ import (
 	"github.com/abde64c9/courier/workflows"
 )
 
-// authenticated finds the caller's tenant from its bearer token, and holds
-// the tenant to its rate limit, before h.
+// authenticated finds the caller's tenant from its client certificate or
+// its bearer token, and holds the tenant to its rate limit, before h.
 func (s *Server) authenticated(h func(http.ResponseWriter, *http.Request, string)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		scheme, token, _ := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
-		if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="courier"`)
-			writeProblem(w, problem{Type: typeUnauthorized, Status: http.StatusUnauthorized,
-				Detail: "send Authorization: Bearer <token>, the token your Courier operator gave you"})
-			return
+		refuse := func(challenge, detail string) {
+			w.Header().Set("WWW-Authenticate", challenge)
+			writeProblem(w, problem{Type: typeUnauthorized, Status: http.StatusUnauthorized, Detail: detail})
 		}
-		tenant, ok := s.creds.tenant(strings.TrimSpace(token))
-		if !ok {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="courier", error="invalid_token"`)
-			writeProblem(w, problem{Type: typeUnauthorized, Status: http.StatusUnauthorized,
-				Detail: "the bearer token is not one this server knows; ask your Courier operator for yours"})
+		// A certificate counts only once the server's client CA verified it.
+		certTenant, byCert := "", false
+		if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
+			certTenant, byCert = s.certs.tenant(r.TLS.PeerCertificates[0].Raw)
+		}
+		header := strings.TrimSpace(r.Header.Get("Authorization"))
+		scheme, token, _ := strings.Cut(header, " ")
+		token = strings.TrimSpace(token)
+		var tenant string
+		switch {
+		case header == "" && byCert:
+			tenant = certTenant
+		case !strings.EqualFold(scheme, "Bearer") || token == "":
+			refuse(`Bearer realm="courier"`, "send Authorization: Bearer <token>, the token your Courier operator gave you")
 			return
+		default:
+			var ok bool
+			if tenant, ok = s.creds.tenant([]byte(token)); !ok {
+				refuse(`Bearer realm="courier", error="invalid_token"`, "the bearer token is not one this server knows; ask your Courier operator for yours")
+				return
+			}
+			if byCert && certTenant != tenant {
+				refuse(`Bearer realm="courier", error="invalid_token"`, "the client certificate and the bearer token speak for two tenants; send one credential")
+				return
+			}
 		}
 		res := s.limits[tenant].Reserve()
 		if d := res.Delay(); d > 0 {

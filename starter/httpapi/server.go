@@ -67,7 +67,8 @@ type Options struct {
 // Server is the HTTP API.
 type Server struct {
 	o       Options
-	creds   credentials
+	creds   credentials // bearer tokens
+	certs   credentials // client certificates
 	mux     *http.ServeMux
 	limits  map[string]*rate.Limiter // by tenant, each one the file names
 	metrics *prom.Registry
@@ -91,7 +92,7 @@ func New(o Options) (*Server, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{o: o, creds: newCredentials(o.Config.Callers), mux: http.NewServeMux(),
+	s := &Server{o: o, creds: newCredentials(o.Config.Callers, false), certs: newCredentials(o.Config.Callers, true), mux: http.NewServeMux(),
 		limits: map[string]*rate.Limiter{}, metrics: prom.NewRegistry()}
 	s.stopping, s.stop = context.WithCancel(context.Background())
 	rl := o.Config.RateLimit
