@@ -103,6 +103,10 @@ type Result struct {
 	Evidence string `json:"evidence,omitempty"`
 }
 
+// statusCallerGone is what the metrics count for a request whose caller
+// left before its answer (the code proxies log for it); nobody receives it.
+const statusCallerGone = 499
+
 // API states beyond Courier's own.
 const (
 	stateDelivered = "delivered"
@@ -180,7 +184,11 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, res Result, st w
 				"); send that payload again, or use a new key for a new operation"})
 	case errors.As(err, &invalid):
 		writeProblem(w, problem{Type: typeInvalid, Status: http.StatusBadRequest, Key: res.Key, Detail: invalid.Err.Error()})
-	case err != nil && stopped && r.Context().Err() == nil:
+	case err != nil && r.Context().Err() != nil:
+		// Nobody to answer; what was started goes on, and a repeat joins it.
+		s.o.Logger.Info("api: the caller went away before the answer", "key", res.Key)
+		w.WriteHeader(statusCallerGone)
+	case err != nil && stopped:
 		s.unsettled(w, r, res)
 	case err != nil:
 		s.temporalDown(w, err)
