@@ -209,9 +209,9 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, res Result, st w
 		writeProblem(w, problem{Type: typeConflict, Status: http.StatusUnprocessableEntity, Key: res.Key,
 			ExistingFingerprint: st.Fingerprint, RequestFingerprint: res.Fingerprint, Detail: st.Error})
 	default:
-		// Rejected, out of attempts, abandoned by a reviewer, or stopped:
-		// nothing is at the destination. A repeat runs it again where
-		// Courier proves nothing applied.
+		// Rejected, out of attempts, abandoned by a reviewer, or stopped
+		// from outside: not delivered. A repeat runs it again only where
+		// Courier proves nothing applied (the starter's rule).
 		writeProblem(w, problem{Type: typeNotDelivered, Status: http.StatusBadGateway, Key: res.Key,
 			State: string(st.State), Detail: st.Error})
 	}

@@ -43,7 +43,7 @@ var titles = map[string]string{
 	typeKey:          "The Idempotency-Key header is missing or malformed; nothing was sent",
 	typeTenant:       "The tenant is the credential's; a request may not name one",
 	typeConflict:     "This Idempotency-Key was used with another payload; nothing was sent",
-	typeNotDelivered: "The delivery ended without an effect",
+	typeNotDelivered: "The delivery ended without being delivered",
 	typeUnauthorized: "A valid bearer token is required",
 	typeRateLimited:  "Too many requests for this tenant",
 	typeTooLarge:     "The request body is too large",
