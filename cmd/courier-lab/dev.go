@@ -12,11 +12,12 @@ import (
 func devCommand() *cobra.Command {
 	var o devstack.Options
 	c := &cobra.Command{
-		Use:   "dev [--dir DIR] [--port N] [--ui-port N] [--sandbox ADDR] [--metrics ADDR]",
+		Use:   "dev [--dir DIR] [--port N] [--ui-port N] [--sandbox ADDR] [--metrics ADDR] [--api ADDR]",
 		Short: "run everything locally: dev server, web UI, worker, sandbox destinations",
 		Long: `Runs Courier on this machine, no Docker: the Temporal dev server (SQLite file,
 web UI, Courier's search attributes), the sandbox destinations and a worker
-over the sample destinations file (one destination of each dedup kind). It
+over the sample destinations file (one destination of each dedup kind), and
+the HTTP API (courier api) for tenant acme. It
 builds the pinned Temporal CLI into bin/ on first use, prints the web UI
 address and commands to try, and keeps its state in DIR, so the next
 'courier-lab dev' finds the deliveries from before. Ctrl-C stops everything
@@ -29,6 +30,7 @@ address and commands to try, and keeps its state in DIR, so the next
 	c.Flags().IntVar(&o.UIPort, "ui-port", devstack.DefaultUIPort, "Temporal web UI `port` (on 127.0.0.1)")
 	c.Flags().StringVar(&o.SandboxAddr, "sandbox", devstack.DefaultSandboxAddr, "sandbox destinations' listen `address`")
 	c.Flags().StringVar(&o.MetricsAddr, "metrics", devstack.DefaultMetricsAddr, "worker metrics listen `address`; empty: off")
+	c.Flags().StringVar(&o.APIAddr, "api", devstack.DefaultAPIAddr, "HTTP API listen `address` (courier api, tenant acme, token in DIR/api.token); empty: off")
 	_ = c.MarkFlagDirname("dir")
 	logs := cli.AddLogFlags(c, false)
 	c.RunE = func(c *cobra.Command, _ []string) (err error) {

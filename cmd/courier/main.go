@@ -29,6 +29,6 @@ func newRoot() *cobra.Command {
 			"Results go to stdout, messages and help to stderr. Every command exits 0, 1 or 2;\n"+
 			"the others are the delivery commands' outcomes, listed in each one's help.",
 		workerCommand(), deliverCommand(), reviewCommand(), statusCommand(), listCommand(),
-		destinationCommand(), probeCommand(), codecServerCommand(), ledgerCommand(),
+		destinationCommand(), probeCommand(), codecServerCommand(), ledgerCommand(), apiCommand(),
 	)
 }

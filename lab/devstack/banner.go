@@ -56,6 +56,9 @@ func (s *Stack) Banner() string {
 	if m := s.MetricsURL(); m != "" {
 		p("  Worker metrics   %s", m)
 	}
+	if u := s.APIURL(); u != "" {
+		p("  HTTP API         %s, tenant %s, token in %s (docs/api.md)", u, lab.NexusTenant, s.APITokenPath())
+	}
 	p("  Nexus endpoint   %s: service %s, operation %s, tenant %s (task queue %s); callers' namespace %s",
 		s.endpoint, workflows.NexusService, workflows.NexusOperationDeliver, lab.NexusTenant,
 		workflows.NexusTaskQueue(lab.NexusTenant), lab.CallerNamespace)
@@ -105,8 +108,25 @@ func (s *Stack) Banner() string {
 		p("  # 4. Does a destination do what its contract says? (from the Courier checkout)")
 		p("  %s probe ignoring --destinations lab/config/destinations.dev.json", c)
 	}
+	if u := s.APIURL(); u != "" {
+		auth := fmt.Sprintf(`-H "Authorization: Bearer $(cat %s)"`, shellWord(s.APITokenPath()))
+		post := func(op opkey.Operation, subject string) string {
+			return fmt.Sprintf(`curl -si %s/v1/destinations/%s/operations/%s %s -H 'Idempotency-Key: "%s"' -d '{"subject": %q}'`,
+				u, op.Destination, op.Operation, auth, op.BusinessID, subject)
+		}
+		created := opkey.Operation{Tenant: lab.NexusTenant, Destination: "helpdesk", Operation: "create-ticket", BusinessID: "order-" + run + "-4"}
+		parked := opkey.Operation{Tenant: lab.NexusTenant, Destination: "legacy", Operation: "create-ticket", BusinessID: "order-" + run + "-5"}
+		p("")
+		p("  # 5. Over plain HTTP, for a service without a Temporal SDK (tenant %s, from its token)", lab.NexusTenant)
+		p("  %s   # 201 created", post(created, "Over HTTP"))
+		p("  %s   # again: 200, Idempotent-Replayed", post(created, "Over HTTP"))
+		p("  %s   # 422: another payload", post(created, "Something else"))
+		p("  curl -s -X POST %s/admin/faults -d '{\"destination\": \"legacy\", \"fault\": \"close_after_commit\"}'", s.SandboxURL())
+		p("  %s   # 202 and its Location: parked for review", post(parked, "Call back over HTTP"))
+		p("  curl -s %s/v1/deliveries/%s %s   # its status: awaiting_review, the evidence", u, opkey.Key(parked), auth)
+	}
 	p("")
-	p("  # 5. From your own workflows (examples/order, from the checkout): an order workflow")
+	p("  # 6. From your own workflows (examples/order, from the checkout): an order workflow")
 	p("  #    in namespace %s delivers its ticket through the Nexus endpoint; the endpoint", lab.CallerNamespace)
 	p("  #    fixes the tenant (%s). Without --endpoint it runs in %s and starts a child.", lab.NexusTenant, Namespace)
 	p("  TEMPORAL_NAMESPACE=%s go run ./examples/order worker &", lab.CallerNamespace)

@@ -62,6 +62,9 @@ type Options struct {
 	SandboxAddr string
 	// MetricsAddr serves the worker's Prometheus metrics; empty: off.
 	MetricsAddr string
+	// APIAddr serves the HTTP API (`courier api`) for tenant
+	// lab.NexusTenant; empty: off.
+	APIAddr string
 	// Courier is the courier binary the worker process runs; empty: the
 	// one beside this program, or one built into Dir (lab.FindCourier).
 	Courier string
@@ -82,6 +85,8 @@ type Stack struct {
 	ui        *devserver.UI
 	serverLog *os.File
 	metrics   string // the worker's metrics address; empty when off
+	apiAddr   string // the HTTP API's address; empty when off
+	api       *api
 	endpoint  string // the Nexus endpoint of lab.NexusTenant
 	started   time.Time
 }
@@ -127,6 +132,14 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 			return nil, fmt.Errorf("worker metrics: cannot listen on %s: %w (free it, pick another address with --metrics, or turn metrics off with --metrics '')", o.MetricsAddr, err)
 		}
 		s.metrics = ln.Addr().String() // a port 0 made definite for the worker
+		ln.Close()
+	}
+	if o.APIAddr != "" {
+		ln, err := net.Listen("tcp", o.APIAddr)
+		if err != nil {
+			return nil, fmt.Errorf("HTTP API: cannot listen on %s: %w (free it, pick another address with --api, or turn it off with --api '')", o.APIAddr, err)
+		}
+		s.apiAddr = ln.Addr().String()
 		ln.Close()
 	}
 	// The lab listens on it, but only after making the state folder: a
@@ -200,6 +213,11 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		return nil, err
 	}
 	s.lab.Workers = append(s.lab.Workers, w)
+	if s.apiAddr != "" {
+		if s.api, err = s.startAPI(ctx, s.apiAddr); err != nil {
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
@@ -304,6 +322,9 @@ func (s *Stack) NexusEndpoint() string { return s.endpoint }
 // the server and the sandbox, keeping every file for the next start.
 func (s *Stack) Stop() error {
 	var errs []error
+	if s.api != nil {
+		errs = append(errs, s.api.stop())
+	}
 	if s.ui != nil {
 		errs = append(errs, s.ui.Stop())
 	}

@@ -230,3 +230,68 @@ func deskFromBanner(t *testing.T, courier, banner string) {
 		return slices.Equal(names, cfg.Names()) && parked == 1
 	}, 30*time.Second, 250*time.Millisecond, "courier destination status: %s", out)
 }
+
+// TestBannerCurlsOverHTTP: the banner's HTTP API lines, pasted into bash
+// with curl alone, create a delivery, repeat it, conflict with it, park
+// one and read it, each answered as docs/api.md says; the token file is
+// the caller's only credential, and the API stops with the stack.
+func TestBannerCurlsOverHTTP(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("needs curl, as the banner's lines do")
+	}
+	ctx, courier := lab.RealTest(t, 4*time.Minute)
+	s, err := devstack.Start(ctx, devstack.Options{
+		Dir: filepath.Join(t.TempDir(), ".courier"), Port: freePort(t), UIPort: freePort(t),
+		SandboxAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0", Courier: courier,
+	})
+	require.NoError(t, err)
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = s.Stop()
+		}
+	}()
+	info, err := os.Stat(s.APITokenPath())
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), info.Mode().Perm(), "the token is the caller's secret")
+
+	banner := s.Banner()
+	require.Contains(t, banner, "HTTP API         "+s.APIURL())
+	var lines []string
+	for _, l := range strings.Split(banner, "\n") {
+		if l = strings.TrimSpace(l); strings.HasPrefix(l, "curl ") && !strings.Contains(l, "/admin/records") {
+			lines = append(lines, l)
+		}
+	}
+	// The walkthrough's own fault line comes first; the API's section has
+	// three POSTs to helpdesk, its own fault, the parked POST and the GET.
+	api := lines[len(lines)-6:]
+	require.Contains(t, api[0], s.APIURL())
+	status := func(out string) string { return strings.Fields(strings.SplitN(out, "\n", 2)[0] + " ")[1] }
+	run := func(line string) string {
+		out, err := exec.CommandContext(ctx, "bash", "-c", line).Output()
+		require.NoError(t, err, line)
+		return strings.ReplaceAll(string(out), "\r\n", "\n")
+	}
+	created := run(api[0])
+	require.Equal(t, "201", status(created), created)
+	replayed := run(api[1])
+	require.Equal(t, "200", status(replayed), replayed)
+	require.Contains(t, strings.ToLower(replayed), "idempotent-replayed: true")
+	conflict := run(api[2])
+	require.Equal(t, "422", status(conflict), conflict)
+	require.Contains(t, conflict, "existing_fingerprint")
+	run(api[3])
+	parked := run(api[4])
+	require.Equal(t, "202", status(parked), parked)
+	require.Regexp(t, `(?i)location: /v1/deliveries/[0-9a-f-]{36}`, parked)
+	var st struct{ State, Evidence string }
+	require.NoError(t, json.Unmarshal([]byte(run(api[5])), &st))
+	require.Equal(t, "awaiting_review", st.State)
+	require.NotEmpty(t, st.Evidence)
+
+	require.NoError(t, s.Stop())
+	stopped = true
+	_, err = http.Get(s.APIURL() + "/healthz")
+	require.Error(t, err, "the API process is gone")
+}
