@@ -3,17 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/abde64c9/courier/lab/testcert"
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/serviceerror"
@@ -162,27 +157,19 @@ func TestAPIStopsOnSIGTERM(t *testing.T) {
 // only, so a token never crosses in clear; it stops when its context ends.
 func TestAPIServesTLS(t *testing.T) {
 	dir := t.TempDir()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "courier api"},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	kder, err := x509.MarshalECPrivateKey(key)
-	require.NoError(t, err)
-	certFile, keyFile, cfg := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), filepath.Join(dir, "api.json")
-	require.NoError(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
-	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600))
+	cert, key := testcert.New(t, nil, nil, "courier api", []string{"127.0.0.1"})
+	certFile := testcert.WritePEM(t, dir, "cert.pem", "CERTIFICATE", cert.Raw)
+	keyFile := testcert.WritePEM(t, dir, "key.pem", "PRIVATE KEY", key)
+	cfg := filepath.Join(dir, "api.json")
 	require.NoError(t, os.WriteFile(cfg, []byte(`{"callers": [{"tenant": "acme", "token_sha256": "`+httpapi.HashToken("t")+`"}]}`), 0o600))
 
-	_, _, err = runCourier(context.Background(), "api", "--config", cfg, "--tls-cert", certFile)
+	_, _, err := runCourier(context.Background(), "api", "--config", cfg, "--tls-cert", certFile)
 	require.ErrorContains(t, err, "--tls-cert and --tls-key go together")
 	_, _, err = runCourier(context.Background(), "api", "--config", cfg, "--client-ca", certFile)
 	require.ErrorContains(t, err, "--client-ca needs --tls-cert")
 	stdout, _, err := runCourier(context.Background(), "api", "hash-token", "--cert", certFile)
 	require.NoError(t, err)
-	require.Equal(t, httpapi.HashCert(der)+"\n", stdout, "the certificate's hash, as the file holds it")
+	require.Equal(t, httpapi.HashCert(cert.Raw)+"\n", stdout, "the certificate's hash, as the file holds it")
 
 	addr, err := lab.FreeAddr()
 	require.NoError(t, err)
@@ -193,8 +180,6 @@ func TestAPIServesTLS(t *testing.T) {
 		done <- err
 	}()
 	pool := x509.NewCertPool()
-	cert, err := x509.ParseCertificate(der)
-	require.NoError(t, err)
 	pool.AddCert(cert)
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	var resp *http.Response

@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"math/big"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -18,7 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// New issues a certificate for cn (and the DNS names dns), valid for an
+// New issues a certificate for cn (and the names dns: host names, or IP
+// addresses such as 127.0.0.1), valid for an
 // hour either side of now, for servers and clients alike, signed by parent;
 // a nil parent makes it a self-signed CA.
 func New(t testing.TB, parent *x509.Certificate, parentKey *ecdsa.PrivateKey, cn string, dns []string) (*x509.Certificate, *ecdsa.PrivateKey) {
@@ -26,10 +28,17 @@ func New(t testing.TB, parent *x509.Certificate, parentKey *ecdsa.PrivateKey, cn
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(t, err)
 	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn}, DNSNames: dns,
+		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	}
+	for _, d := range dns {
+		if ip := net.ParseIP(d); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, d)
+		}
 	}
 	if parent == nil {
 		tmpl.IsCA, tmpl.BasicConstraintsValid = true, true
