@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 
 	"go.temporal.io/sdk/activity"
@@ -98,10 +99,16 @@ func Register(r sdkworker.Registry, cfg destinations.Config, acts *activities.Ac
 	RegisterWorkflow(r, cfg)
 	r.RegisterActivity(acts)
 	if g, ok := acts.Gate.(*gateclient.Cache); ok {
-		r.RegisterActivityWithOptions(g.Recover, activity.RegisterOptions{Name: gate.ActivityRecover})
-		r.RegisterActivityWithOptions(g.VerifyReport, activity.RegisterOptions{Name: gate.ActivityVerifyReport})
-		r.RegisterActivityWithOptions(g.VerifyProbe, activity.RegisterOptions{Name: gate.ActivityVerifyProbe})
+		registerGates(r, g)
 	}
+}
+
+// registerGates puts the gates' own activities (recovery, report and
+// probe checks) on a worker: they read the server, never a caller.
+func registerGates(r sdkworker.ActivityRegistry, g *gateclient.Cache) {
+	r.RegisterActivityWithOptions(g.Recover, activity.RegisterOptions{Name: gate.ActivityRecover})
+	r.RegisterActivityWithOptions(g.VerifyReport, activity.RegisterOptions{Name: gate.ActivityVerifyReport})
+	r.RegisterActivityWithOptions(g.VerifyProbe, activity.RegisterOptions{Name: gate.ActivityVerifyProbe})
 }
 
 // RegisterWorkflow registers only the workflows (the Delivery and the
@@ -127,6 +134,9 @@ func Deliveries(cfg destinations.Config) *workflows.Deliveries {
 // goroutine and a long poll, none of the attempts' slots or connections.
 const JoinSlots = 1000
 
+// joinPollers poll the joins' task queue in each process.
+const joinPollers = 2
+
 // New returns the workers of one process: the main one on the courier task
 // queue, the joins' on theirs (JoinSlots, whatever opts say of activity
 // slots), and one activity-only worker per rate-limited destination. Every
@@ -135,10 +145,18 @@ func New(c client.Client, cfg destinations.Config, acts *activities.Activities, 
 	opts.Interceptors = append(slices.Clone(opts.Interceptors), &genuine{})
 	main := sdkworker.New(c, workflows.TaskQueue, opts)
 	Register(main, cfg, acts)
+	if _, ok := acts.Gate.(*gateclient.Cache); !ok {
+		// Attempts that consult no gate still run the gates, whose
+		// recovery and checks need these.
+		registerGates(main, gateclient.NewCache(c, "", nil, cfg, client.MetricsNopHandler, slog.New(slog.DiscardHandler)))
+	}
 	main.RegisterActivityWithOptions(callers.NewBriefJoin(c).JoinDelivery,
 		activity.RegisterOptions{Name: workflows.ActivityJoinDelivery})
 	jo := opts
 	jo.DisableWorkflowWorker, jo.MaxConcurrentActivityExecutionSize = true, JoinSlots
+	// A join is taken once and waits long: two pollers take them as fast
+	// as callers come, and keep few long polls open on an idle queue.
+	jo.MaxConcurrentActivityTaskPollers, jo.ActivityTaskPollerBehavior = joinPollers, nil
 	joins := sdkworker.New(c, workflows.JoinTaskQueue, jo)
 	joins.RegisterActivityWithOptions(callers.NewJoin(c).JoinDelivery,
 		activity.RegisterOptions{Name: workflows.ActivityJoinDelivery})

@@ -358,7 +358,9 @@ func (r *runner) serverCounters(ctx context.Context) (*serverCounters, error) {
 func (r *runner) history(ctx context.Context) ([]HistoryCount, []ServerWork, error) {
 	n := historySamples
 	if r.opts.Smoke {
-		n = 2
+		// Enough that an idle queue's long poll ending in a batch moves
+		// its count per workflow by a quarter, not a half.
+		n = 4
 	}
 	r.opts.progress("reading the recorded histories of %d workflows of each side, run one at a time", n)
 	sides := append(r.workflowSides(), r.callerSides()...)
