@@ -27,6 +27,7 @@ import (
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/lab"
 	"github.com/abde64c9/courier/lab/devserver"
+	"github.com/abde64c9/courier/starter/httpapi"
 	"github.com/abde64c9/courier/workflows"
 )
 
@@ -214,6 +215,22 @@ func TestComposeCheckCatchesMistakes(t *testing.T) {
 			c.Services["temporal"].Environment["TEMPORAL_JWT_KEY_SOURCE1"] = "http://sandbox:8081/.well-known/jwks.json"
 		}, "temporal uses sandbox but does not wait"},
 		{"issuer's tokens in its container only", inService("issuer", func(s *service) { s.Volumes = nil }), "--dir /data is not a volume"},
+		{"no HTTP API", func(c *composeFile) { delete(c.Services, "courier-api") }, "no service runs `courier api`"},
+		{"api with the worker's token", func(c *composeFile) {
+			c.Services["courier-api"].Environment["TEMPORAL_CONFIG_FILE"] = "/issuer/worker.toml"
+		}, "does not read /issuer/api.toml"},
+		{"api on another port", inService("courier-api", func(s *service) { s.Ports = []string{"127.0.0.1:8089:8088"} }), "deploy.ComposeAPIPort"},
+		{"api without the destinations file", inService("courier-api", func(s *service) {
+			s.Command = slices.Clone(s.Command)
+			s.Command = slices.Delete(s.Command, 5, 7)
+		}), "deploy.APIArgs"},
+		{"api configured with another file", inService("courier-api", func(s *service) {
+			s.Command = slices.Clone(s.Command)
+			s.Command[2] = "/config/destinations.compose.json"
+		}), "unknown field"},
+		{"api in another namespace", func(c *composeFile) {
+			c.Services["courier-api"].Environment["TEMPORAL_NAMESPACE"] = "orders"
+		}, "no worker runs"},
 		{"setup before the issuer", inService("temporal-setup", func(s *service) {
 			s.DependsOn = maps.Clone(s.DependsOn)
 			delete(s.DependsOn, "issuer")
@@ -318,6 +335,12 @@ func checkCompose(c composeFile, flags programFlags) []string {
 			}
 		}
 	}
+	if !slices.ContainsFunc(names, func(n string) bool {
+		s := c.Services[n]
+		return s.Build != nil && len(s.Command) > 0 && s.Command[0] == "api"
+	}) {
+		bad("no service runs `courier api`: compose has no HTTP front door, which the native topology runs")
+	}
 	problems = append(problems, checkVersions(c)...)
 	problems = append(problems, checkCallers(c)...)
 	return problems
@@ -326,7 +349,7 @@ func checkCompose(c composeFile, flags programFlags) []string {
 // tokenUsers are the services that read a token from the issuer's volume,
 // the role each reads and how: the worker its client profile
 // (TEMPORAL_CONFIG_FILE), the setup job the admin's token in its script.
-var tokenUsers = map[string]string{"worker": "worker.toml", "temporal-setup": "admin.token"}
+var tokenUsers = map[string]string{"worker": "worker.toml", "courier-api": APIRole + ".toml", "temporal-setup": "admin.token"}
 
 // checkCallers: the issuer runs as the native topology's does (courier-lab
 // issuer), keeps its key and tokens in a volume, serves the key set the
@@ -464,6 +487,8 @@ func checkCourierService(c composeFile, name string, s service, flags programFla
 	switch s.Command[0] {
 	case "worker":
 		problems = append(problems, checkWorker(c, name, s)...)
+	case "api":
+		problems = append(problems, checkAPI(c, name, s)...)
 	case "sandbox", "issuer":
 		if a := flagValue(s.Command, "--addr"); !strings.HasPrefix(a, "0.0.0.0:") {
 			bad("%s: --addr %q must listen on 0.0.0.0 to be reachable from other containers", name, a)
@@ -548,6 +573,50 @@ func checkWorker(c composeFile, name string, s service) []string {
 				bad("%s: destination %q is served by %s, which the worker does not depend on", name, dn, host)
 			}
 		}
+	}
+	return problems
+}
+
+// composeAPIToken is compose's dev token for the HTTP API: the compose file
+// names it, deploy/config/api.compose.json holds its hash.
+const composeAPIToken = "courier_compose_dev_acme"
+
+// checkAPI: compose's `courier api` runs as the native topology's does: the
+// same arguments (deploy.APIArgs) with its container's paths and port, the
+// worker's destinations file and namespace, and a configuration of the
+// topology's shape (lab.APIConfig: tenant lab.NexusTenant's one token, by
+// its hash). Its token (the api role's) is checked with the other callers'.
+func checkAPI(c composeFile, name string, s service) []string {
+	var problems []string
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	worker := c.Services["worker"]
+	config := flagValue(s.Command, "--config")
+	want := APIArgs(config, fmt.Sprintf("0.0.0.0:%d", ComposeAPIPort), flagValue(worker.Command, "--destinations"))
+	if !slices.Equal(s.Command, want) {
+		bad("%s: command %q: want %q, the native topology's arguments (deploy.APIArgs) with the worker's destinations file", name, s.Command, want)
+	}
+	if p := fmt.Sprintf("127.0.0.1:%d:%d", ComposeAPIPort, ComposeAPIPort); !slices.Equal(s.Ports, []string{p}) {
+		bad("%s: ports %q: want [%s] (deploy.ComposeAPIPort)", name, s.Ports, p)
+	}
+	if s.Environment["TEMPORAL_NAMESPACE"] != worker.Environment["TEMPORAL_NAMESPACE"] {
+		bad("%s: TEMPORAL_NAMESPACE %q is not the worker's %q: the API would start deliveries no worker runs", name, s.Environment["TEMPORAL_NAMESPACE"], worker.Environment["TEMPORAL_NAMESPACE"])
+	}
+	if _, ok := s.Environment["TEMPORAL_ADDRESS"]; !ok {
+		bad("%s: TEMPORAL_ADDRESS is not set: the API would look for Temporal in its own container", name)
+	}
+	local, err := hostPath(s, config)
+	if err != nil {
+		bad("%s: --config %s: %v", name, config, err)
+		return problems
+	}
+	got, err := httpapi.LoadConfig(local)
+	if err != nil {
+		bad("%s: %v", name, err)
+		return problems
+	}
+	if wantCfg := lab.APIConfig(lab.NexusTenant, composeAPIToken); !reflect.DeepEqual(got, wantCfg) {
+		bad("%s: %s is %+v; want %+v: tenant %s's token %s by its hash, as the native topology writes its own (lab.APIConfig)",
+			name, config, got, wantCfg, lab.NexusTenant, composeAPIToken)
 	}
 	return problems
 }
@@ -1255,4 +1324,33 @@ func TestInitCreatesTheLedger(t *testing.T) {
 	_, after, ok := strings.Cut(string(b), "\\connect courier courier\n")
 	require.True(t, ok, "init.sql connects to the courier database as courier before creating the ledger")
 	require.Contains(t, after, sqlstore.PostgresSchema)
+}
+
+// TestComposeAndTopologyAgreeOnAPI: beside the service checks above (the
+// topology's arguments, configuration shape and role in compose), the
+// api role starts deliveries as a worker does, the topology's API port is
+// in its range and no other process's, and the compose file names the
+// dev token whose hash its configuration holds.
+func TestComposeAndTopologyAgreeOnAPI(t *testing.T) {
+	api, err := lab.RoleNamed(APIRole)
+	require.NoError(t, err)
+	worker, err := lab.RoleNamed("worker")
+	require.NoError(t, err)
+	require.Equal(t, worker.Permissions, api.Permissions, "the api role must hold what starting a Delivery needs, the workers' write on Courier's namespace")
+
+	require.True(t, APIPort >= 23000 && APIPort < 23500, "the topology's ports are 23000-23499")
+	taken := []int{PostgresPort, SandboxPort, IssuerPort}
+	for i := range 3 {
+		taken = append(taken, WorkerMetricsPort+i)
+	}
+	for n := 1; n <= MaxNodes; n++ {
+		node, err := TopologyNode(n)
+		require.NoError(t, err)
+		taken = append(taken, node.Ports()...)
+	}
+	require.NotContains(t, taken, APIPort)
+
+	b, err := os.ReadFile(filepath.Join(composeDir, "docker-compose.yml"))
+	require.NoError(t, err)
+	require.Contains(t, string(b), "Bearer "+composeAPIToken, "the compose file shows the dev token whose hash api.compose.json holds")
 }

@@ -50,9 +50,30 @@ const (
 	// WorkerMetricsPort is the first worker's /metrics and /healthz; the
 	// others follow.
 	WorkerMetricsPort = 23481
+	// APIPort serves the topology's `courier api`: the HTTP API, its
+	// /readyz, /healthz and /metrics.
+	APIPort = 23488
 	// MaxNodes is how many server nodes the port plan has room for.
 	MaxNodes = 2
 )
+
+// The HTTP API (`courier api`, Courier's front door), as the native
+// topology and compose both run it.
+const (
+	// APIRole is the issuer role whose token the API holds: write on
+	// Courier's namespace, as the workers', since it starts deliveries.
+	APIRole = "api"
+	// ComposeAPIPort is compose's API, in its container and on the host.
+	ComposeAPIPort = 8088
+)
+
+// APIArgs are `courier api`'s arguments (after the program) in both: its
+// configuration file (one tenant's token hash), its address and the
+// workers' destinations file (other destinations are refused before
+// anything starts), as the host or the container names them.
+func APIArgs(config, addr, destinations string) []string {
+	return []string{"api", "--config", config, "--addr", addr, "--destinations", destinations, "--log-format", "json"}
+}
 
 // Node is one Temporal server process of the native topology, running all
 // four services. Nodes differ only by their ports.

@@ -49,11 +49,14 @@ type Role struct {
 // authorizer ranks roles (worker < read < write < admin) and puts polling
 // and completing tasks at write, beside starting and signalling: whoever
 // holds write on Courier's namespace can poll its task queues and run its
-// workflows' tasks. So only the workers and operators hold it; services
+// workflows' tasks. So only the workers, the HTTP API (which starts
+// deliveries for the tenants its configuration binds) and operators hold
+// it; services
 // hold write on their own namespace, deliver through Courier's Nexus
 // endpoint, and read Courier's.
 var Roles = []Role{
 	{"worker", []string{"default:write"}, "courier worker processes: poll Courier's task queues, start and complete its runs"},
+	{"api", []string{"default:write"}, "courier api processes: start and join deliveries for the tenants their configuration binds, read their status"},
 	{"operator", []string{"default:write"}, "operators: courier deliver by hand, review, pause and resume destinations"},
 	{"service", []string{CallerNamespace + ":write", "default:read"}, "services: their own namespace's workflows, delivering through Courier's Nexus endpoint; status of Courier's"},
 	{"reader", []string{"default:read"}, "dashboards and people who look: status, list, describe, query"},

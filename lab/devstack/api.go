@@ -2,15 +2,12 @@ package devstack
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -42,12 +39,9 @@ func (s *Stack) startAPI(ctx context.Context, addr string) (*api, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg, _ := json.MarshalIndent(httpapi.Config{Callers: []httpapi.Caller{
-		{Tenant: lab.NexusTenant, TokenSHA256: httpapi.HashToken(token)},
-	}}, "", "  ")
 	cfgPath := filepath.Join(s.o.Dir, APIConfig)
-	if err := os.WriteFile(cfgPath, cfg, 0o600); err != nil {
-		return nil, fmt.Errorf("api config: %w", err)
+	if err := lab.WriteAPIConfig(cfgPath, lab.NexusTenant, token); err != nil {
+		return nil, err
 	}
 	log := s.o.WorkerLog
 	if log == nil {
@@ -85,21 +79,7 @@ func (s *Stack) startAPI(ctx context.Context, addr string) (*api, error) {
 }
 
 // apiToken is the dev token, made on the first start and kept (0600).
-func (s *Stack) apiToken() (string, error) {
-	path := filepath.Join(s.o.Dir, APIToken)
-	b, err := os.ReadFile(path)
-	if err == nil && strings.TrimSpace(string(b)) != "" {
-		return strings.TrimSpace(string(b)), nil
-	}
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return "", fmt.Errorf("api token: %w", err)
-	}
-	token := httpapi.NewToken()
-	if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
-		return "", fmt.Errorf("api token: %w", err)
-	}
-	return token, nil
-}
+func (s *Stack) apiToken() (string, error) { return lab.APIToken(filepath.Join(s.o.Dir, APIToken)) }
 
 // stop ends the process gracefully: it answers what it had accepted.
 func (a *api) stop() error {

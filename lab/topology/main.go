@@ -2,8 +2,8 @@
 // without Docker: PostgreSQL, one or two Temporal server nodes built from
 // the pinned module (their configuration is docker-compose's,
 // deploy/temporal/courier.yaml, checking every caller's token), the issuer
-// that signs those tokens, the sandbox destinations and three
-// `courier worker` processes, everything on 127.0.0.1 in 23000-23499. Its
+// that signs those tokens, the sandbox destinations, three
+// `courier worker` processes and one `courier api` (the HTTP front door), everything on 127.0.0.1 in 23000-23499. Its
 // processes outlive it, each stopped by the PID it records in the state
 // folder (.topology/ in the checkout). It is lab code: nothing in
 // production imports it.
@@ -50,11 +50,12 @@ const stateDir = ".topology"
 
 const usage = `usage: topology COMMAND
   up [--nodes 1|2]    PostgreSQL, the token issuer, the Temporal server nodes, the
-                      default namespace, the sandbox and three courier workers (kept running)
+                      default namespace, the sandbox, three courier workers and courier api
+                      (kept running)
   down                stop them all by PID, then the topology's PostgreSQL
   restart-node N      SIGKILL node N and start it again (the soak's server restart)
   test [--phases P,..] from nothing: up with 2 nodes, callers checked by role (auth),
-                      faultlab, the chaos soak and a node kill under load, each in a
+                      the HTTP API (api), faultlab, the chaos soak and a node kill under load, each in a
                       namespace of its own; then down
 `
 

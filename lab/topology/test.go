@@ -23,7 +23,7 @@ const (
 )
 
 // phaseNames are the test's phases, in the order they run.
-var phaseNames = []string{"auth", "faultlab", "soak", "split"}
+var phaseNames = []string{"auth", "api", "faultlab", "soak", "split"}
 
 // testFailed: the test ran and its table says what failed.
 type testFailed struct{}
@@ -61,6 +61,8 @@ func (t *topo) test(ctx context.Context, phases []string) error {
 		switch p {
 		case "auth":
 			rows = append(rows, t.auth(ctx))
+		case "api":
+			rows = append(rows, t.apiPhase(ctx))
 		case "faultlab":
 			rows = append(rows, t.faultlab(ctx, courierLab))
 		case "soak":

@@ -159,6 +159,10 @@ func (t *topo) up(ctx context.Context, nodes int, fresh bool) error {
 			return err
 		}
 	}
+	say("courier api on 127.0.0.1:%d via node 1 (the %s token; tenant %s's token in %s)", deploy.APIPort, deploy.APIRole, lab.NexusTenant, filepath.Join(t.dir, apiTokenFile))
+	if err := t.ensureAPI(ctx, courier, dests, ns[0]); err != nil {
+		return err
+	}
 	t.print(ns, pg, sandboxURL, time.Since(began))
 	return nil
 }
@@ -362,14 +366,18 @@ func (t *topo) print(ns []deploy.Node, pg postgres, sandboxURL string, took time
 		fmt.Fprintf(w, "  worker %d    via node %d  http://127.0.0.1:%d/healthz  pid %d\n",
 			i, ns[(i-1)%len(ns)].N, deploy.WorkerMetricsPort+i-1, t.pid(workerName(i)))
 	}
+	fmt.Fprintf(w, "  api         %s  via node 1  (the %s token)  /readyz /metrics  pid %d; tenant %s's bearer token in %s\n",
+		apiURL(), deploy.APIRole, t.pid("api"), lab.NexusTenant, rel(filepath.Join(t.dir, apiTokenFile)))
 	fmt.Fprintf(w, "Try, as an operator (the server refuses a call without a token; a service's token may only read Courier's namespace):\n  TEMPORAL_ADDRESS=%s TEMPORAL_API_KEY=$(cat %s) TEMPORAL_TLS=false go run ./cmd/courier deliver --destination helpdesk --operation create-ticket --id demo-1 --payload '{\"subject\": \"hi\"}'\n", ns[0].FrontendAddr(), rel(lab.TokenFile(t.issuerDir(), "operator")))
+	fmt.Fprintf(w, "Or, as tenant %s's service, over HTTP:\n  curl -i -X POST %s/v1/destinations/helpdesk/operations/create-ticket -H \"Authorization: Bearer $(cat %s)\" -H 'Idempotency-Key: demo-2' -d '{\"subject\": \"hi\"}'\n",
+		lab.NexusTenant, apiURL(), rel(filepath.Join(t.dir, apiTokenFile)))
 	fmt.Fprintf(w, "Stop it all: make topology-down\n")
 }
 
-// down stops every process by its PID (workers, sandbox, then the nodes),
-// then the topology's PostgreSQL cluster, keeping its data.
+// down stops every process by its PID (the API, workers, sandbox, then the
+// nodes), then the topology's PostgreSQL cluster, keeping its data.
 func (t *topo) down() error {
-	var names []string
+	names := []string{"api"}
 	for i := 1; i <= workerCount; i++ {
 		names = append(names, workerName(i))
 	}
@@ -381,7 +389,7 @@ func (t *topo) down() error {
 	var errs []string
 	for _, name := range names {
 		grace := serverGrace
-		if strings.HasPrefix(name, "worker") {
+		if strings.HasPrefix(name, "worker") || name == "api" {
 			grace = workerGrace
 		}
 		did, err := t.stop(name, grace)
@@ -440,7 +448,7 @@ func (t *topo) restartNode(ctx context.Context, n int) error {
 // anyRunning names the topology's processes that run.
 func (t *topo) anyRunning() []string {
 	var up []string
-	names := []string{"sandbox", "issuer"}
+	names := []string{"api", "sandbox", "issuer"}
 	for i := 1; i <= workerCount; i++ {
 		names = append(names, workerName(i))
 	}
