@@ -584,7 +584,7 @@ const composeAPIToken = "courier_compose_dev_acme"
 // checkAPI: compose's `courier api` runs as the native topology's does: the
 // same arguments (deploy.APIArgs) with its container's paths and port, the
 // worker's destinations file and namespace, and a configuration of the
-// topology's shape (lab.APIConfig: tenant lab.NexusTenant's one token, by
+// topology's shape (deploy.APIConfig: tenant lab.NexusTenant's one token, by
 // its hash). Its token (the api role's) is checked with the other callers'.
 func checkAPI(c composeFile, name string, s service) []string {
 	var problems []string
@@ -614,8 +614,8 @@ func checkAPI(c composeFile, name string, s service) []string {
 		bad("%s: %v", name, err)
 		return problems
 	}
-	if wantCfg := lab.APIConfig(lab.NexusTenant, composeAPIToken); !reflect.DeepEqual(got, wantCfg) {
-		bad("%s: %s is %+v; want %+v: tenant %s's token %s by its hash, as the native topology writes its own (lab.APIConfig)",
+	if wantCfg := APIConfig(lab.NexusTenant, composeAPIToken); !reflect.DeepEqual(got, wantCfg) {
+		bad("%s: %s is %+v; want %+v: tenant %s's token %s by its hash, as the native topology writes its own (deploy.APIConfig)",
 			name, config, got, wantCfg, lab.NexusTenant, composeAPIToken)
 	}
 	return problems

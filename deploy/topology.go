@@ -57,24 +57,6 @@ const (
 	MaxNodes = 2
 )
 
-// The HTTP API (`courier api`, Courier's front door), as the native
-// topology and compose both run it.
-const (
-	// APIRole is the issuer role whose token the API holds: write on
-	// Courier's namespace, as the workers', since it starts deliveries.
-	APIRole = "api"
-	// ComposeAPIPort is compose's API, in its container and on the host.
-	ComposeAPIPort = 8088
-)
-
-// APIArgs are `courier api`'s arguments (after the program) in both: its
-// configuration file (one tenant's token hash), its address and the
-// workers' destinations file (other destinations are refused before
-// anything starts), as the host or the container names them.
-func APIArgs(config, addr, destinations string) []string {
-	return []string{"api", "--config", config, "--addr", addr, "--destinations", destinations, "--log-format", "json"}
-}
-
 // Node is one Temporal server process of the native topology, running all
 // four services. Nodes differ only by their ports.
 type Node struct {

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/abde64c9/courier/deploy"
 	"github.com/abde64c9/courier/lab"
 	"github.com/abde64c9/courier/starter/httpapi"
 )
@@ -40,7 +41,7 @@ func (s *Stack) startAPI(ctx context.Context, addr string) (*api, error) {
 		return nil, err
 	}
 	cfgPath := filepath.Join(s.o.Dir, APIConfig)
-	if err := lab.WriteAPIConfig(cfgPath, lab.NexusTenant, token); err != nil {
+	if err := deploy.WriteAPIConfig(cfgPath, lab.NexusTenant, token); err != nil {
 		return nil, err
 	}
 	log := s.o.WorkerLog
@@ -79,7 +80,7 @@ func (s *Stack) startAPI(ctx context.Context, addr string) (*api, error) {
 }
 
 // apiToken is the dev token, made on the first start and kept (0600).
-func (s *Stack) apiToken() (string, error) { return lab.APIToken(filepath.Join(s.o.Dir, APIToken)) }
+func (s *Stack) apiToken() (string, error) { return deploy.APIToken(filepath.Join(s.o.Dir, APIToken)) }
 
 // stop ends the process gracefully: it answers what it had accepted.
 func (a *api) stop() error {

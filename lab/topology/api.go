@@ -35,12 +35,12 @@ func apiURL() string { return fmt.Sprintf("http://127.0.0.1:%d", deploy.APIPort)
 // so more only add capacity, behind a load balancer.
 func (t *topo) ensureAPI(ctx context.Context, courier, dests string, n deploy.Node) error {
 	if t.pid("api") == 0 {
-		token, err := lab.APIToken(filepath.Join(t.dir, apiTokenFile))
+		token, err := deploy.APIToken(filepath.Join(t.dir, apiTokenFile))
 		if err != nil {
 			return err
 		}
 		cfg := filepath.Join(t.dir, apiConfigFile)
-		if err := lab.WriteAPIConfig(cfg, lab.NexusTenant, token); err != nil {
+		if err := deploy.WriteAPIConfig(cfg, lab.NexusTenant, token); err != nil {
 			return err
 		}
 		role, err := lab.ReadToken(t.issuerDir(), deploy.APIRole)

@@ -1,4 +1,4 @@
-package lab
+package deploy
 
 import (
 	"encoding/json"
@@ -10,9 +10,27 @@ import (
 	"github.com/abde64c9/courier/starter/httpapi"
 )
 
-// APIConfig is the HTTP API's configuration in every lab topology: one
-// caller, tenant, by its token's hash (never the token), at the default
-// rate limit.
+// The HTTP API (`courier api`, Courier's front door), as the native
+// topology and compose both run it.
+const (
+	// APIRole is the issuer role whose token the API holds: write on
+	// Courier's namespace, as the workers', since it starts deliveries.
+	APIRole = "api"
+	// ComposeAPIPort is compose's API, in its container and on the host.
+	ComposeAPIPort = 8088
+)
+
+// APIArgs are `courier api`'s arguments (after the program) in both: its
+// configuration file (one tenant's token hash), its address and the
+// workers' destinations file (other destinations are refused before
+// anything starts), as the host or the container names them.
+func APIArgs(config, addr, destinations string) []string {
+	return []string{"api", "--config", config, "--addr", addr, "--destinations", destinations, "--log-format", "json"}
+}
+
+// APIConfig is the HTTP API's configuration in compose, the native
+// topology and the dev stack: one caller, tenant, by its token's hash
+// (never the token), at the default rate limit.
 func APIConfig(tenant, token string) httpapi.Config {
 	return httpapi.Config{Callers: []httpapi.Caller{{Tenant: tenant, TokenSHA256: httpapi.HashToken(token)}}}
 }
