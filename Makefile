@@ -88,6 +88,6 @@ topology-up: $(TEMPORAL_SERVER) $(TEMPORAL_SQL_TOOL)
 topology-down:
 	go run ./lab/topology down
 
-## topology-test: from nothing, 2 nodes: callers checked by role, faultlab, the chaos soak with a node SIGKILLed, a node kill under load; then down
+## topology-test: from nothing, 2 nodes: callers checked by role, the HTTP API, faultlab, the chaos soak with a node SIGKILLed, a node kill under load; then down
 topology-test: $(TEMPORAL_SERVER) $(TEMPORAL_SQL_TOOL)
 	go run ./lab/topology test
