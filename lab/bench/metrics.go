@@ -141,14 +141,6 @@ func (c serverCounters) perWorkflow(before serverCounters, side string, n int) S
 	w.Requests, w.TotalRequests = perWorkflow(c.requests, before.requests, n)
 	w.Calls, w.TotalCalls = perWorkflow(c.calls, before.calls, n)
 	w.Actions, w.TotalActions = perWorkflow(c.actions, before.actions, n)
-	// The server counts a batch of markers once, and each marker again
-	// under its own type "for another pricing model": billed once, as Cloud does.
-	for k, v := range w.Actions {
-		if strings.HasPrefix(k, "command_RecordMarker") {
-			delete(w.Actions, k)
-			w.TotalActions -= v
-		}
-	}
 	w.DBMs = (c.seconds - before.seconds) * 1000 / float64(n)
 	return w
 }
