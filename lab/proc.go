@@ -58,13 +58,19 @@ func ReadProc(pid int) (ProcStat, error) {
 	return ps, nil
 }
 
-// childPID finds this process's child whose command name is comm, or 0.
-func childPID(comm string) int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0
-	}
-	me := os.Getpid()
+// Process is a process as /proc/<pid>/stat has it: its command name, and
+// the fields after the name (state, ppid, pgrp, session, ...).
+type Process struct {
+	PID  int
+	Comm string
+	Stat []string
+}
+
+// Processes lists the machine's processes now; one that ends meanwhile is
+// left out.
+func Processes() []Process {
+	entries, _ := os.ReadDir("/proc")
+	var out []Process
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -78,12 +84,17 @@ func childPID(comm string) int {
 		if open < 0 || end < open {
 			continue
 		}
-		f := strings.Fields(string(stat[end+1:]))
-		if len(f) < 2 || string(stat[open+1:end]) != comm {
-			continue
-		}
-		if ppid, _ := strconv.Atoi(f[1]); ppid == me {
-			return pid
+		out = append(out, Process{PID: pid, Comm: string(stat[open+1 : end]), Stat: strings.Fields(string(stat[end+1:]))})
+	}
+	return out
+}
+
+// childPID finds this process's child whose command name is comm, or 0.
+func childPID(comm string) int {
+	me := strconv.Itoa(os.Getpid())
+	for _, p := range Processes() {
+		if p.Comm == comm && len(p.Stat) > 1 && p.Stat[1] == me {
+			return p.PID
 		}
 	}
 	return 0

@@ -306,24 +306,10 @@ func ioctl(f *os.File, req uintptr, arg unsafe.Pointer) error {
 // sessionPIDs are the processes of session sid: make, go run, the lab and
 // everything it started, whatever their process group.
 func sessionPIDs(sid int) []int {
-	entries, _ := os.ReadDir("/proc")
 	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		i := strings.LastIndexByte(string(stat), ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(stat[i+1:])) // state ppid pgrp session ...
-		if len(f) > 3 && f[3] == strconv.Itoa(sid) {
-			pids = append(pids, pid)
+	for _, p := range lab.Processes() {
+		if len(p.Stat) > 3 && p.Stat[3] == strconv.Itoa(sid) { // state ppid pgrp session ...
+			pids = append(pids, p.PID)
 		}
 	}
 	return pids
