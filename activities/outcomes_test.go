@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/abde64c9/courier/activities"
-	"github.com/abde64c9/courier/codec"
+	"github.com/abde64c9/courier/connect/codec"
 )
 
 // TestLedgerReceiptsEncryptedWithTheCodec: with the payload codec on, the

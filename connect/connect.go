@@ -14,7 +14,7 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/abde64c9/courier/codec"
+	"github.com/abde64c9/courier/connect/codec"
 )
 
 // ClientOptions reads Temporal's standard client environment

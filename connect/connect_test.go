@@ -15,7 +15,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/abde64c9/courier/codec"
+	"github.com/abde64c9/courier/connect/codec"
 	"github.com/abde64c9/courier/connect"
 )
 

@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/abde64c9/courier/codec"
+	"github.com/abde64c9/courier/connect/codec"
 	"github.com/abde64c9/courier/internal/cli"
 )
 

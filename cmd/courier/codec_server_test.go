@@ -23,7 +23,7 @@ import (
 	commonpb "go.temporal.io/api/common/v1"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/abde64c9/courier/codec"
+	"github.com/abde64c9/courier/connect/codec"
 	"github.com/abde64c9/courier/lab/testcert"
 )
 

@@ -17,7 +17,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/abde64c9/courier/activities"
-	"github.com/abde64c9/courier/codec"
+	"github.com/abde64c9/courier/connect/codec"
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/lab"
 	"github.com/abde64c9/courier/starter"
