@@ -15,8 +15,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/abde64c9/courier/connect/codec"
 	"github.com/abde64c9/courier/connect"
+	"github.com/abde64c9/courier/connect/codec"
 )
 
 // noEnv clears the client environment, so the host's own settings do not

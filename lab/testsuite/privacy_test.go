@@ -21,8 +21,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/abde64c9/courier/connect/codec"
 	"github.com/abde64c9/courier/connect"
+	"github.com/abde64c9/courier/connect/codec"
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/lab"
 	"github.com/abde64c9/courier/starter"
