@@ -16,20 +16,13 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destination"
 	"github.com/abde64c9/courier/reviewproof"
 )
 
-// Adapter delivers to one destination.
-type Adapter interface {
-	// Deliver makes one attempt and classifies what happened.
-	Deliver(ctx context.Context, req Request) Outcome
-	// Lookup finds an effect by key, for dedup lookup destinations.
-	Lookup(ctx context.Context, req Request) (Found, error)
-}
-
 // Activities holds the worker's adapters, one per configured destination.
 type Activities struct {
-	Adapters map[string]Adapter
+	Adapters map[string]destination.Adapter
 	// Contracts are the worker's current contracts, by destination, and
 	// Reviewers who may review: a delivery's first attempt runs under and
 	// records them. Reviewing, by destination, replaces Reviewers where a
@@ -72,7 +65,7 @@ type Notifier interface {
 	NotifyGate(ctx context.Context, n GateNotice) error
 }
 
-func (a *Activities) adapter(name string) (Adapter, error) {
+func (a *Activities) adapter(name string) (destination.Adapter, error) {
 	ad, ok := a.Adapters[name]
 	if !ok {
 		return nil, temporal.NewNonRetryableApplicationError(
@@ -125,8 +118,12 @@ func (a *Activities) Lookup(ctx context.Context, req Request) (Found, error) {
 
 // lookup asks the adapter whether the effect exists. Found means the
 // answer names the effect (see Found); one that does not is unreadable.
-func lookup(ctx context.Context, ad Adapter, req Request) (Found, error) {
-	f, err := ad.Lookup(ctx, req)
+func lookup(ctx context.Context, ad destination.Adapter, req Request) (Found, error) {
+	lk, ok := ad.(destination.Lookuper)
+	if !ok {
+		return Found{}, fmt.Errorf("destination %q declares dedup lookup, but its adapter has no Lookup: %w", req.Destination, ErrUnreadable)
+	}
+	f, err := lk.Lookup(ctx, req.Attempted())
 	if err != nil {
 		return f, err
 	}

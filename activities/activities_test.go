@@ -9,6 +9,7 @@ import (
 
 	"github.com/abde64c9/courier/activities/ledger"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destination"
 )
 
 // TestNameTheOriginal: a duplicate names the original effect, so an answer
@@ -37,9 +38,11 @@ type lookingAdapter struct {
 	lookups int
 }
 
-func (l *lookingAdapter) Deliver(context.Context, Request) Outcome { panic("lookFirst never sends") }
+func (l *lookingAdapter) Deliver(context.Context, destination.Request) destination.Outcome {
+	panic("lookFirst never sends")
+}
 
-func (l *lookingAdapter) Lookup(context.Context, Request) (Found, error) {
+func (l *lookingAdapter) Lookup(context.Context, destination.Request) (Found, error) {
 	l.lookups++
 	return l.found, l.err
 }

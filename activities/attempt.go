@@ -12,6 +12,7 @@ import (
 
 	"github.com/abde64c9/courier/activities/ledger"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destination"
 )
 
 // HeartbeatTimeout is how soon Temporal declares an attempt lost when its
@@ -27,7 +28,7 @@ const heartbeatEvery = 2 * time.Second
 // prepare finds the adapter and fills in the contract the request runs
 // under: the recorded one, else the worker's current one, whose terms it
 // returns to be recorded. Then it starts heartbeating until stop.
-func (a *Activities) prepare(ctx context.Context, req *Request) (_ Adapter, current *Terms, stop func(), _ error) {
+func (a *Activities) prepare(ctx context.Context, req *Request) (_ destination.Adapter, current *Terms, stop func(), _ error) {
 	ad, err := a.adapter(req.Destination)
 	if err != nil {
 		return nil, nil, nil, err
@@ -84,7 +85,7 @@ func (a *Activities) Attempt(ctx context.Context, req Request) (Outcome, error) 
 		looked := out.EarlierRunsChecked
 		var answered bool
 		if out, answered = a.lookFirst(ctx, ad, req, own); !answered {
-			out = nameTheOriginal(ad.Deliver(ctx, req))
+			out = nameTheOriginal(attempted(ad.Deliver(ctx, req.Attempted())))
 		}
 		out.EarlierRunsChecked = looked
 		if a.Ledger != nil {
@@ -123,7 +124,7 @@ func (a *Activities) Attempt(ctx context.Context, req Request) (Outcome, error) 
 // now, after the workflow's own lookup found nothing. answered is true
 // when the look answers for the attempt, and nothing is sent: found, a
 // replay naming the effect, as a lookup finds it; or the look failed.
-func (a *Activities) lookFirst(ctx context.Context, ad Adapter, req Request, own *ledger.Entry) (_ Outcome, answered bool) {
+func (a *Activities) lookFirst(ctx context.Context, ad destination.Adapter, req Request, own *ledger.Entry) (_ Outcome, answered bool) {
 	if req.Contract.Dedup != contract.DedupLookup || (!req.MayHaveApplied && own == nil) {
 		return Outcome{}, false
 	}
@@ -136,6 +137,22 @@ func (a *Activities) lookFirst(ctx context.Context, ad Adapter, req Request, own
 		return Outcome{Class: contract.ClassReplayed, Receipt: f.Receipt}, true
 	}
 	return Outcome{}, false
+}
+
+// attempted is an adapter's outcome as the attempt records it. An adapter
+// classifies onto destination's classes only: any other class (one that
+// would hold or decide the delivery, or none) is read as an unknown
+// outcome, so that no adapter can skip the decision table.
+func attempted(o destination.Outcome) Outcome {
+	out := Outcome{Class: o.Class, StatusCode: o.StatusCode, Receipt: o.Receipt, Error: o.Error, RetryAfter: o.RetryAfter, Reads: o.Reads}
+	switch o.Class {
+	case destination.Created, destination.Replayed, destination.NotSent, destination.Unknown, destination.InFlight,
+		destination.Conflict, destination.Rejected, destination.Throttled, destination.ServerError:
+	default:
+		out.Class = contract.ClassUnknown
+		out.Error = strings.TrimSuffix(fmt.Sprintf("the adapter answered class %q, which is not one of an attempt's classes: %s", o.Class, o.Error), ": ")
+	}
+	return out
 }
 
 // nameTheOriginal holds a replay to what a duplicate promises: the

@@ -3,11 +3,11 @@ package activities
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destination"
 	"github.com/abde64c9/courier/reviewproof"
 )
 
@@ -20,22 +20,15 @@ const (
 	ErrLookupUnreadable = "LookupUnreadable"
 )
 
-// ErrUnreadable marks an adapter's error for an answer it could not read
-// as the destination declares: not a failure that passes, but a reading
-// that does not fit the destination.
-var ErrUnreadable = errors.New("the answer cannot be read as the destinations file declares")
+// ErrUnreadable is destination.ErrUnreadable.
+var ErrUnreadable = destination.ErrUnreadable
 
-// Where a receipt came from.
+// Where a receipt came from (destination's Source*).
 const (
-	// SourceCreated: the attempt's own answer, which made the effect.
-	SourceCreated = "created"
-	// SourceReplayed: the destination recognised the key and named the
-	// original effect.
-	SourceReplayed = "replayed"
-	// SourceLookup: a lookup found the original effect.
-	SourceLookup = "lookup"
-	// SourceReview: a reviewer found the effect and named it.
-	SourceReview = "review"
+	SourceCreated  = destination.SourceCreated
+	SourceReplayed = destination.SourceReplayed
+	SourceLookup   = destination.SourceLookup
+	SourceReview   = destination.SourceReview
 )
 
 // Request is one attempt's input. It carries the payload and the derived key,
@@ -71,37 +64,22 @@ type Request struct {
 	MayHaveApplied bool `json:"may_have_applied,omitempty"`
 }
 
-// ContractOr is the contract the request runs under: the recorded one, or
-// def (the adapter's configured one) for a request that carries none.
-func (r Request) ContractOr(def contract.Contract) contract.Contract {
+// Attempted is what the adapter is given: the attempt under its recorded
+// contract, which prepare has set.
+func (r Request) Attempted() destination.Request {
+	d := destination.Request{Key: r.Key, Fingerprint: r.Fingerprint, Tenant: r.Tenant, Destination: r.Destination,
+		Operation: r.Operation, BusinessID: r.BusinessID, Payload: r.Payload, Attempt: r.Attempt}
 	if r.Contract != nil {
-		return *r.Contract
+		d.Contract = *r.Contract
 	}
-	return def
+	return d
 }
 
-// Receipt is what the destination returned for the effect: for a
-// duplicate, the original effect as the destination's replay, a lookup or
-// a reviewer named it (Source).
-type Receipt struct {
-	ResourceID string          `json:"resource_id"`
-	Status     string          `json:"status,omitempty"`
-	StatusCode int             `json:"status_code,omitempty"`
-	Replayed   bool            `json:"replayed"`
-	Source     string          `json:"source,omitempty"`
-	Body       json.RawMessage `json:"body,omitempty"`
-}
+// Receipt is destination.Receipt: what the destination returned for the effect.
+type Receipt = destination.Receipt
 
-// Read is a value an adapter read at a declared place in an answer. The
-// probe shows them; they are never recorded.
-type Read struct {
-	// Field is the destinations file's field that declared the place, e.g.
-	// "rules[0].receipt.id" or "lookup.items".
-	Field   string `json:"field"`
-	Pointer string `json:"pointer,omitempty"`
-	// Value is what was there, as text; "(absent)" when nothing was.
-	Value string `json:"value"`
-}
+// Read is destination.Read, for the probe.
+type Read = destination.Read
 
 // Outcome is one attempt's classified result. An adapter always returns one:
 // transport failures are facts to classify, not activity errors.
@@ -211,16 +189,8 @@ type Runs interface {
 	Earlier(ctx context.Context, workflowID, runID string) ([]EarlierRun, error)
 }
 
-// Found is a lookup's answer. Found is true only when the answer names the
-// effect: its Receipt then carries the effect's resource id.
-type Found struct {
-	Found   bool     `json:"found"`
-	Receipt *Receipt `json:"receipt,omitempty"`
-	// Reads show how the answer was read, and Listed how many records a
-	// list answer held, for the probe.
-	Reads  []Read `json:"-"`
-	Listed int    `json:"-"`
-}
+// Found is destination.Found: a lookup's answer.
+type Found = destination.Found
 
 // Reminder asks reviewers again about a parked delivery.
 type Reminder struct {

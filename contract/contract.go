@@ -154,9 +154,6 @@ func (c Contract) Validate() error {
 	default:
 		bad("dedup", "unknown kind %q; use one of key, unique-commit, lookup, none", c.Dedup)
 	}
-	if c.Dedup == DedupKey && c.KeyHeader == "" && c.KeyField == "" {
-		bad("key_header", "required for dedup key (or key_field, for a key in the body)")
-	}
 	if m := c.ReplayMarker; m != nil && (m.Header == "") == (m.Status == 0) {
 		bad("replay_marker", "set either header (with value) or status")
 	}

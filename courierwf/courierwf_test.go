@@ -70,7 +70,7 @@ func manyCallers(ctx workflow.Context, ins []workflows.DeliveryInput) ([]answer,
 
 func (s *DeliverSuite) SetupTest() {
 	cfg := lab.Destinations("http://127.0.0.1:1", filepath.Join(s.T().TempDir(), lab.LedgerDB), lab.CaseBudget)
-	ads, err := worker.OpenAdapters(cfg)
+	ads, err := worker.OpenAdapters(cfg, nil)
 	s.Require().NoError(err)
 	s.T().Cleanup(func() { _ = ads.Close() })
 	s.env = s.NewTestWorkflowEnvironment()

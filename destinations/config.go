@@ -23,6 +23,10 @@ import (
 const (
 	AdapterHTTP = "http"
 	AdapterSQL  = "sql"
+	// AdapterGo: the worker binary registers the adapter in code by the
+	// destination's name (a destination.Adapter); the file declares only
+	// its contract, reviewers, tenants and pacing.
+	AdapterGo = "go"
 )
 
 // Destination is one configured target: where it is, how to reach it, and
@@ -149,14 +153,50 @@ func Parse(b []byte) (Config, error) {
 		}
 	}
 	for _, name := range cfg.Names() {
-		d := cfg.Destinations[name]
-		d.Contract = d.Contract.WithDefaults()
+		d := cfg.Destinations[name].withDefaults()
 		cfg.Destinations[name] = d
-		if err := errors.Join(d.validate(), d.validateDialect(ruleLines(b, name))); err != nil {
+		if err := d.check(ruleLines(b, name)); err != nil {
 			errs = append(errs, fmt.Errorf("destination %q (line %d): %w", name, lineOfKey(b, name), err))
 		}
 	}
 	return cfg, errors.Join(errs...)
+}
+
+// Declare adds a destination declared in code rather than in the file (a
+// team's own adapter, AdapterGo), with the file's defaults and checked
+// exactly as Parse checks the file's.
+func (c *Config) Declare(name string, d Destination) error {
+	if strings.TrimSpace(name) == "" || name != strings.TrimSpace(name) {
+		return fmt.Errorf("destination %q: not a destination's name", name)
+	}
+	if _, ok := c.Destinations[name]; ok {
+		return fmt.Errorf("destination %q: declared twice (in the file and in code, or twice in code)", name)
+	}
+	d = d.withDefaults()
+	if err := d.check(func(int) int { return 0 }); err != nil {
+		return fmt.Errorf("destination %q (declared in code): %w", name, err)
+	}
+	if c.Destinations == nil {
+		c.Destinations = map[string]Destination{}
+	}
+	c.Destinations[name] = d
+	return nil
+}
+
+// withDefaults fills the contract's optional fields. A Go adapter places
+// the key itself, so it gets no default key header.
+func (d Destination) withDefaults() Destination {
+	header := d.Contract.KeyHeader
+	d.Contract = d.Contract.WithDefaults()
+	if d.Adapter == AdapterGo {
+		d.Contract.KeyHeader = header
+	}
+	return d
+}
+
+// check is every check of one destination; line finds its i-th rule.
+func (d Destination) check(line func(i int) int) error {
+	return errors.Join(d.validate(), d.validateDialect(line))
 }
 
 func (d Destination) validate() error {
@@ -172,6 +212,9 @@ func (d Destination) validate() error {
 		if d.Contract.Dedup == contract.DedupUniqueCommit {
 			errs = append(errs, errors.New("contract.dedup: unique-commit needs adapter sql"))
 		}
+		if c := d.Contract; c.Dedup == contract.DedupKey && c.KeyHeader == "" && c.KeyField == "" {
+			errs = append(errs, errors.New("contract.key_header: required for dedup key (or key_field, for a key in the body)"))
+		}
 	case AdapterSQL:
 		if d.Driver != "sqlite" && d.Driver != "pgx" {
 			errs = append(errs, fmt.Errorf("driver: %q unknown; use sqlite or pgx", d.Driver))
@@ -182,10 +225,19 @@ func (d Destination) validate() error {
 		if d.Contract.Dedup != contract.DedupUniqueCommit {
 			errs = append(errs, fmt.Errorf("contract.dedup: adapter sql always deduplicates by a UNIQUE key; declare unique-commit, not %q", d.Contract.Dedup))
 		}
+	case AdapterGo:
+		if d.URL != "" || d.LookupURL != "" || d.Auth != nil || d.Driver != "" || d.DSN != "" || d.Table != "" {
+			errs = append(errs, errors.New("url, lookup_url, auth, driver, dsn, table: not for adapter go; "+
+				"the adapter registered in the worker binary holds where it sends and its credentials"))
+		}
+		if c := d.Contract; c.KeyHeader != "" || c.KeyField != "" || c.ReplayMarker != nil {
+			errs = append(errs, errors.New("contract.key_header, key_field, replay_marker: only for adapter http; "+
+				"a Go adapter gives the destination the key itself (destination.Request.Key) and says when it replayed"))
+		}
 	case "":
-		errs = append(errs, errors.New("adapter: missing; use http or sql"))
+		errs = append(errs, errors.New("adapter: missing; use http, sql or go"))
 	default:
-		errs = append(errs, fmt.Errorf("adapter: %q unknown; use http or sql", d.Adapter))
+		errs = append(errs, fmt.Errorf("adapter: %q unknown; use http, sql or go", d.Adapter))
 	}
 	if d.Auth != nil {
 		errs = append(errs, d.Auth.validate("auth"))

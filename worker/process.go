@@ -20,6 +20,7 @@ import (
 	"github.com/abde64c9/courier/activities/ledger"
 	"github.com/abde64c9/courier/activities/ledger/sqlstore"
 	"github.com/abde64c9/courier/connect"
+	"github.com/abde64c9/courier/destination"
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/gate/gateclient"
 	"github.com/abde64c9/courier/worker/callers"
@@ -42,8 +43,12 @@ const (
 // ProcessOptions configures a worker process: what `courier worker` and
 // `courier-lab dev` run.
 type ProcessOptions struct {
-	// Config is the destinations (destinations.Load or destinations.Parse).
+	// Config is the destinations (destinations.Load or destinations.Parse,
+	// and destinations.Config.Declare for those declared in code).
 	Config destinations.Config
+	// Adapters are a team's own adapters, by destination name: each serves
+	// the Config's destination of that name, which has adapter go.
+	Adapters map[string]destination.Adapter
 	// Logger receives Courier's and the SDK's logs; nil is slog.Default().
 	Logger *slog.Logger
 	// Client is how to reach Temporal; nil reads Temporal's standard client
@@ -114,7 +119,7 @@ func StartProcess(ctx context.Context, o ProcessOptions) (_ *Process, err error)
 			p.close()
 		}
 	}()
-	if p.adapters, err = OpenAdapters(o.Config); err != nil {
+	if p.adapters, err = OpenAdapters(o.Config, o.Adapters); err != nil {
 		return nil, err
 	}
 	for _, w := range append(o.Config.Warnings(), p.adapters.Warnings...) {

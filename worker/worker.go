@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 
 	"go.temporal.io/sdk/activity"
@@ -19,6 +20,8 @@ import (
 	"github.com/abde64c9/courier/activities/httpdest"
 	"github.com/abde64c9/courier/activities/notify"
 	"github.com/abde64c9/courier/activities/sqldest"
+	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destination"
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/gate"
 	"github.com/abde64c9/courier/gate/gateclient"
@@ -30,7 +33,7 @@ import (
 // Adapters holds one open adapter per destination, and the notifiers of
 // those that have one.
 type Adapters struct {
-	ByName    map[string]activities.Adapter
+	ByName    map[string]destination.Adapter
 	Notifiers map[string]activities.Notifier
 	// Redactor holds every secret the adapters loaded; Warnings name those
 	// too short to redact, for the worker's log.
@@ -48,10 +51,13 @@ func (a *Adapters) Close() error {
 	return errors.Join(errs...)
 }
 
-// OpenAdapters opens every destination's adapter. A missing secret or an
-// unusable database stops the worker here, before it takes any task.
-func OpenAdapters(cfg destinations.Config) (*Adapters, error) {
-	out := &Adapters{ByName: map[string]activities.Adapter{}, Notifiers: map[string]activities.Notifier{}}
+// OpenAdapters opens every destination's adapter: the file's HTTP and SQL
+// destinations', and for each destination with adapter go the one own
+// registers by its name (a team's own worker binary; nil: none). A missing
+// secret, an unusable database or a Go destination without its adapter
+// stops the worker here, before it takes any task.
+func OpenAdapters(cfg destinations.Config, own map[string]destination.Adapter) (*Adapters, error) {
+	out := &Adapters{ByName: map[string]destination.Adapter{}, Notifiers: map[string]activities.Notifier{}}
 	out.Redactor, out.Warnings = Redactor(cfg)
 	var errs []error
 	webhooks := map[*destinations.Notifier]*notify.Webhook{} // the file's notifier is built once
@@ -69,7 +75,7 @@ func OpenAdapters(cfg destinations.Config) (*Adapters, error) {
 				out.Notifiers[name] = w
 			}
 		}
-		ad, err := openAdapter(name, cfg.Destinations[name], out.Redactor)
+		ad, err := openAdapter(name, cfg.Destinations[name], out.Redactor, own)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("destination %q: %w", name, err))
 			continue
@@ -79,6 +85,12 @@ func OpenAdapters(cfg destinations.Config) (*Adapters, error) {
 			out.closers = append(out.closers, c.Close)
 		}
 	}
+	for _, name := range slices.Sorted(maps.Keys(own)) {
+		if d, ok := cfg.Destinations[name]; !ok || d.Adapter != destinations.AdapterGo {
+			errs = append(errs, fmt.Errorf("destination %q: an adapter is registered for it, but the destinations file has no destination %q with adapter go; "+
+				"declare it there (or with destinations.Config.Declare) with its contract", name, name))
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		_ = out.Close()
 		return nil, err
@@ -86,9 +98,20 @@ func OpenAdapters(cfg destinations.Config) (*Adapters, error) {
 	return out, nil
 }
 
-func openAdapter(name string, d destinations.Destination, red *redact.Redactor) (activities.Adapter, error) {
-	if d.Adapter == destinations.AdapterSQL {
+func openAdapter(name string, d destinations.Destination, red *redact.Redactor, own map[string]destination.Adapter) (destination.Adapter, error) {
+	switch d.Adapter {
+	case destinations.AdapterSQL:
 		return sqldest.Open(name, d, red)
+	case destinations.AdapterGo:
+		ad := own[name]
+		if ad == nil {
+			return nil, fmt.Errorf("adapter go, but this worker registers no adapter by that name; run a worker binary built with "+
+				"Courier's worker package that registers one (worker.ProcessOptions.Adapters[%q]): the courier program registers none", name)
+		}
+		if _, ok := ad.(destination.Lookuper); d.Contract.Dedup == contract.DedupLookup && !ok {
+			return nil, fmt.Errorf("contract.dedup: lookup, but the registered adapter %T has no Lookup method (destination.Lookuper)", ad)
+		}
+		return ad, nil
 	}
 	return httpdest.New(name, d, red)
 }

@@ -178,7 +178,7 @@ var replayLogger = sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.St
 func labWorker(t *testing.T) (destinations.Config, *activities.Activities) {
 	t.Helper()
 	cfg := lab.Destinations("http://127.0.0.1:1", filepath.Join(t.TempDir(), lab.LedgerDB), lab.CaseBudget)
-	ads, err := worker.OpenAdapters(cfg)
+	ads, err := worker.OpenAdapters(cfg, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = ads.Close() })
 	// No client: the ledger deduplicates for ever, so an attempt there

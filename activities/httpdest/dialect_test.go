@@ -56,7 +56,7 @@ func TestDialectRequest(t *testing.T) {
 		w.Header().Set("Location", r.URL.EscapedPath())
 		w.WriteHeader(http.StatusCreated)
 	})
-	d := destination(hs.URL + "/{tenant}/things/{business_id}?op={operation}")
+	d := httpDestination(hs.URL + "/{tenant}/things/{business_id}?op={operation}")
 	d.Method = http.MethodPut
 	d.Headers = map[string]string{"Api-Version": "7"}
 	d.Body = &destinations.Body{Under: "/data"}
@@ -83,7 +83,7 @@ func TestPayloadSentAsIsByDefault(t *testing.T) {
 	raw := `{ "subject" : "spaces and order kept", "a": 1.50 }`
 	req := request("k")
 	req.Payload = json.RawMessage(raw)
-	newAdapter(t, destination(hs.URL)).Deliver(context.Background(), req)
+	newAdapter(t, httpDestination(hs.URL)).Deliver(context.Background(), req)
 	r := got()[0]
 	require.Equal(t, raw, string(r.body))
 	require.Equal(t, http.MethodPost, r.method)
@@ -92,7 +92,7 @@ func TestPayloadSentAsIsByDefault(t *testing.T) {
 
 func TestKeyInBodyKeepsNumbers(t *testing.T) {
 	hs, got := recorder(t, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(201) })
-	d := destination(hs.URL)
+	d := httpDestination(hs.URL)
 	d.Contract.KeyHeader, d.Contract.KeyField = "", "/idempotency_key"
 	req := request("k")
 	req.Payload = json.RawMessage(`{"subject":"s","amount":12345678901234567890}`)
@@ -105,12 +105,12 @@ func TestKeyInBodyKeepsNumbers(t *testing.T) {
 // take is refused before anything is sent, and not retried.
 func TestNotSentWhenTheDeliveryDoesNotFit(t *testing.T) {
 	hs, got := recorder(t, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(201) })
-	d := destination(hs.URL + "/{tenant}/things")
+	d := httpDestination(hs.URL + "/{tenant}/things")
 	out := newAdapter(t, d).Deliver(context.Background(), request("k"))
 	require.Equal(t, contract.ClassRejected, out.Class)
 	require.Contains(t, out.Error, "not sent: url: placeholder {tenant}: the delivery has no tenant")
 
-	d = destination(hs.URL)
+	d = httpDestination(hs.URL)
 	d.Contract.KeyField = "/subject/key"
 	out = newAdapter(t, d).Deliver(context.Background(), request("k"))
 	require.Equal(t, contract.ClassRejected, out.Class)
@@ -119,13 +119,13 @@ func TestNotSentWhenTheDeliveryDoesNotFit(t *testing.T) {
 	// A business id of .. in the path would reach /things/.. resolved: another resource.
 	dots := request("k")
 	dots.BusinessID = ".."
-	out = newAdapter(t, destination(hs.URL+"/things/{business_id}")).Deliver(context.Background(), dots)
+	out = newAdapter(t, httpDestination(hs.URL+"/things/{business_id}")).Deliver(context.Background(), dots)
 	require.Equal(t, contract.ClassRejected, out.Class)
 	require.Equal(t, `not sent: url: placeholder {business_id}: "..": a path segment of . or .. names another resource; `+
 		`use another value, or put the placeholder in the query`, out.Error)
 
 	// Nor is a delivery sent that its lookup could not find after a lost answer.
-	d = destination(hs.URL + "/things")
+	d = httpDestination(hs.URL + "/things")
 	d.Contract.Dedup, d.LookupURL = contract.DedupLookup, hs.URL+"/things/{business_id}"
 	out = newAdapter(t, d).Deliver(context.Background(), dots)
 	require.Equal(t, contract.ClassRejected, out.Class)
@@ -135,7 +135,7 @@ func TestNotSentWhenTheDeliveryDoesNotFit(t *testing.T) {
 	require.Empty(t, got(), "nothing reached the destination")
 
 	// In the query, .. is a value like any other.
-	d = destination(hs.URL + "/things?ref={business_id}")
+	d = httpDestination(hs.URL + "/things?ref={business_id}")
 	require.Equal(t, contract.ClassCreated, newAdapter(t, d).Deliver(context.Background(), dots).Class)
 	require.Equal(t, "ref=..", got()[0].rawQuery)
 }
@@ -144,7 +144,7 @@ func TestReceiptByPointer(t *testing.T) {
 	hs, _ := recorder(t, func(w http.ResponseWriter, _ *http.Request) {
 		io.WriteString(w, `{"payment":{"id":"pay-9","status":"COMPLETED"},"id":"not-this"}`)
 	})
-	d := destination(hs.URL)
+	d := httpDestination(hs.URL)
 	d.Receipt = &destinations.ReceiptSpec{ID: destinations.Pointers{"/payment/id"}, Status: "/payment/status"}
 	out := newAdapter(t, d).Deliver(context.Background(), request("k"))
 	require.Equal(t, "pay-9", out.Receipt.ResourceID)
@@ -181,7 +181,7 @@ func TestRulesClassify(t *testing.T) {
 		{409, "", `{"errors":[{"code":"anything"}]}`, contract.ClassConflict},
 		{409, "", `{"errors":[]}`, contract.ClassInFlight},
 	} {
-		d := destination(hs.URL + "?status=" + strconv.Itoa(tc.status) + "&h=" + tc.header + "&body=" + url.QueryEscape(tc.body))
+		d := httpDestination(hs.URL + "?status=" + strconv.Itoa(tc.status) + "&h=" + tc.header + "&body=" + url.QueryEscape(tc.body))
 		d.Rules = rules
 		out := newAdapter(t, d).Deliver(context.Background(), request("k"))
 		require.Equal(t, tc.class, out.Class, "%d %s %s: %s", tc.status, tc.header, tc.body, out.Error)
@@ -233,7 +233,7 @@ func TestStandardWebhooksSignature(t *testing.T) {
 	const secret = "whsec_" + "dGVzdC1zZWNyZXQtZm9yLWNvdXJpZXItd2ViaG9va3M="
 	t.Setenv("COURIER_TEST_WEBHOOK_SECRET", secret)
 	hs, got := recorder(t, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(200) })
-	d := destination(hs.URL)
+	d := httpDestination(hs.URL)
 	d.Auth = &destinations.Auth{Kind: destinations.AuthStandardWebhooks, SecretEnv: "COURIER_TEST_WEBHOOK_SECRET"}
 	d.Body = &destinations.Body{Under: "/data"}
 	d.Contract.KeyHeader = "webhook-id"
@@ -291,7 +291,7 @@ func TestMutualTLS(t *testing.T) {
 	hs.StartTLS()
 	defer hs.Close()
 
-	d := destination(hs.URL)
+	d := httpDestination(hs.URL)
 	d.TLS = &destinations.TLS{CAFile: caFile, CertFile: certFile, KeyFile: keyFile, ServerName: "partner.test"}
 	out := newAdapter(t, d).Deliver(context.Background(), request("k"))
 	require.Equal(t, contract.ClassCreated, out.Class, out.Error)

@@ -25,8 +25,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destination"
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/internal/redact"
 	"github.com/abde64c9/courier/internal/text"
@@ -57,7 +57,7 @@ type Adapter struct {
 	red *redact.Redactor
 }
 
-var _ activities.Adapter = (*Adapter)(nil)
+var _ destination.Adapter = (*Adapter)(nil)
 
 // New builds the adapter for destination name, reading its secret and TLS
 // files once: a destination it cannot use stops the worker at start. red
@@ -138,17 +138,26 @@ func clientTLS(t *destinations.TLS) (*tls.Config, error) {
 // String names the adapter without its credential.
 func (a *Adapter) String() string { return fmt.Sprintf("httpdest %s (%s)", a.name, a.d.URL) }
 
+// contractOf is what req runs under: its recorded contract, or the
+// configured one for a request that carries none (a test's, a tool's).
+func (a *Adapter) contractOf(req destination.Request) contract.Contract {
+	if req.Contract.Dedup == "" {
+		return a.d.Contract
+	}
+	return req.Contract
+}
+
 // Deliver POSTs the payload once and classifies what happened.
-func (a *Adapter) Deliver(ctx context.Context, req activities.Request) activities.Outcome {
+func (a *Adapter) Deliver(ctx context.Context, req destination.Request) destination.Outcome {
 	out := a.deliver(ctx, req)
 	out.Error = a.red.String(out.Error) // a transport error quoting what it was sent
 	return out
 }
 
-func (a *Adapter) deliver(ctx context.Context, req activities.Request) activities.Outcome {
+func (a *Adapter) deliver(ctx context.Context, req destination.Request) destination.Outcome {
 	// The delivery's recorded contract: the key header, the replay marker
 	// and the timeout a delivery started under stay its own.
-	c := req.ContractOr(a.d.Contract)
+	c := a.contractOf(req)
 	timeout := c.Retry.AttemptTimeout.D()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -167,7 +176,7 @@ func (a *Adapter) deliver(ctx context.Context, req activities.Request) activitie
 	if err != nil {
 		// Nothing was sent, and sending again cannot help: the delivery
 		// does not fit the destination's request template.
-		return activities.Outcome{Class: contract.ClassRejected, Error: "not sent: " + err.Error()}
+		return destination.Outcome{Class: contract.ClassRejected, Error: "not sent: " + err.Error()}
 	}
 
 	resp, err := a.client.Do(hr)
@@ -177,9 +186,9 @@ func (a *Adapter) deliver(ctx context.Context, req activities.Request) activitie
 			if gotConn.Load() {
 				where = "before the request was written"
 			}
-			return activities.Outcome{Class: contract.ClassNotSent, Error: fmt.Sprintf("not sent, failed %s: %s", where, cause(err))}
+			return destination.Outcome{Class: contract.ClassNotSent, Error: fmt.Sprintf("not sent, failed %s: %s", where, cause(err))}
 		}
-		return activities.Outcome{Class: contract.ClassUnknown, Error: afterWrite(ctx, err, timeout)}
+		return destination.Outcome{Class: contract.ClassUnknown, Error: afterWrite(ctx, err, timeout)}
 	}
 	defer resp.Body.Close()
 
@@ -189,7 +198,7 @@ func (a *Adapter) deliver(ctx context.Context, req activities.Request) activitie
 		body = nil
 	}
 	class, rule := classify(resp.StatusCode, resp.Header, body, c.ReplayMarker, a.d.Rules)
-	out := activities.Outcome{Class: class, StatusCode: resp.StatusCode}
+	out := destination.Outcome{Class: class, StatusCode: resp.StatusCode}
 	switch out.Class {
 	case contract.ClassCreated, contract.ClassReplayed:
 		if readErr != nil {
@@ -265,7 +274,7 @@ func cause(err error) string {
 
 // receipt reads the resource id and status from a JSON body the default
 // way; a body that is not a JSON object gives just the status code.
-func receipt(status int, body []byte) activities.Receipt {
+func receipt(status int, body []byte) destination.Receipt {
 	r, _ := receiptFrom(status, nil, body, nil, "receipt")
 	return r
 }
@@ -276,27 +285,27 @@ var defaultIDs = destinations.Pointers{"/id", "/ticket_id", "/resource_id"}
 // receiptFrom reads a receipt from an answer where spec, the file's field
 // named field, says (nil: a top-level id, ticket_id or resource_id, and
 // status), with what it read where.
-func receiptFrom(status int, h http.Header, body []byte, spec *destinations.ReceiptSpec, field string) (activities.Receipt, []activities.Read) {
-	r := activities.Receipt{StatusCode: status}
+func receiptFrom(status int, h http.Header, body []byte, spec *destinations.ReceiptSpec, field string) (destination.Receipt, []destination.Read) {
+	r := destination.Receipt{StatusCode: status}
 	if spec != nil && spec.IDFromLocation {
 		r.ResourceID = locationID(h.Get("Location"))
-		return r, []activities.Read{{Field: field + ".id_from_location", Value: orAbsent(r.ResourceID)}}
+		return r, []destination.Read{{Field: field + ".id_from_location", Value: orAbsent(r.ResourceID)}}
 	}
 	doc, _ := decodeBody(body)
 	if _, isObject := doc.(map[string]any); !isObject {
-		return r, []activities.Read{{Field: field, Value: "(not a JSON object)"}}
+		return r, []destination.Read{{Field: field, Value: "(not a JSON object)"}}
 	}
 	if len(body) <= maxReceiptBody {
 		r.Body = json.RawMessage(bytes.Clone(body))
 	}
-	var reads []activities.Read
+	var reads []destination.Read
 	r.ResourceID, r.Status, reads = readReceipt(doc, spec, field)
 	return r, reads
 }
 
 // readReceipt reads a record's id (the first of its pointers that holds a
 // value) and status, as spec says.
-func readReceipt(doc any, spec *destinations.ReceiptSpec, field string) (id, status string, reads []activities.Read) {
+func readReceipt(doc any, spec *destinations.ReceiptSpec, field string) (id, status string, reads []destination.Read) {
 	ids, statusAt := defaultIDs, destinations.Pointer("/status")
 	if spec != nil {
 		ids, statusAt = spec.ID, spec.Status
@@ -304,7 +313,7 @@ func readReceipt(doc any, spec *destinations.ReceiptSpec, field string) (id, sta
 	for _, p := range ids {
 		v, _ := p.Lookup(doc)
 		id = scalarText(v)
-		reads = append(reads, activities.Read{Field: field + ".id", Pointer: string(p), Value: orAbsent(id)})
+		reads = append(reads, destination.Read{Field: field + ".id", Pointer: string(p), Value: orAbsent(id)})
 		if id != "" {
 			break
 		}
@@ -312,7 +321,7 @@ func readReceipt(doc any, spec *destinations.ReceiptSpec, field string) (id, sta
 	if statusAt != "" {
 		v, _ := statusAt.Lookup(doc)
 		status = scalarText(v)
-		reads = append(reads, activities.Read{Field: field + ".status", Pointer: string(statusAt), Value: orAbsent(status)})
+		reads = append(reads, destination.Read{Field: field + ".status", Pointer: string(statusAt), Value: orAbsent(status)})
 	}
 	return id, status, reads
 }

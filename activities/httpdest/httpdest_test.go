@@ -17,8 +17,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destination"
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/lab"
 	"github.com/abde64c9/courier/lab/sandbox"
@@ -26,7 +26,7 @@ import (
 
 const payload = `{"request_id":"example-001","subject":"Move the workshop booking"}`
 
-func destination(url string) destinations.Destination {
+func httpDestination(url string) destinations.Destination {
 	return destinations.Destination{
 		Adapter: destinations.AdapterHTTP,
 		URL:     url,
@@ -42,8 +42,8 @@ func destination(url string) destinations.Destination {
 	}
 }
 
-func request(key string) activities.Request {
-	return activities.Request{
+func request(key string) destination.Request {
+	return destination.Request{
 		Key: key, Destination: "helpdesk", Operation: "create-ticket",
 		BusinessID: "example-001", Payload: json.RawMessage(payload), Attempt: 1,
 	}
@@ -68,7 +68,7 @@ func startSandbox(t testing.TB) (*sandbox.Server, string) {
 
 // sandboxDest is a sandbox destination with the sandbox's replay marker.
 func sandboxDest(base, path string) destinations.Destination {
-	d := destination(base + "/" + path + "/tickets")
+	d := httpDestination(base + "/" + path + "/tickets")
 	d.Contract.ReplayMarker = &contract.ReplayMarker{Header: sandbox.ReplayedHeader, Value: "true"}
 	return d
 }
@@ -119,7 +119,7 @@ func TestClassifiesStatus(t *testing.T) {
 				io.WriteString(w, tc.body)
 			}))
 			defer hs.Close()
-			d := destination(hs.URL)
+			d := httpDestination(hs.URL)
 			d.Contract.ReplayMarker = tc.marker
 
 			out := newAdapter(t, d).Deliver(context.Background(), request("k"))
@@ -193,7 +193,7 @@ func TestDialRefusedIsNotSent(t *testing.T) {
 	addr := ln.Addr().String()
 	require.NoError(t, ln.Close()) // nothing listens there now
 
-	out := newAdapter(t, destination("http://"+addr+"/helpdesk/tickets")).Deliver(context.Background(), request("k"))
+	out := newAdapter(t, httpDestination("http://"+addr+"/helpdesk/tickets")).Deliver(context.Background(), request("k"))
 	require.Equal(t, contract.ClassNotSent, out.Class)
 	require.Contains(t, out.Error, "connection refused")
 	require.Contains(t, out.Error, "before connecting")
@@ -207,7 +207,7 @@ func TestTLSHandshakeFailureIsNotSent(t *testing.T) {
 	hs.StartTLS()
 	defer hs.Close()
 	// The adapter does not trust the test server's certificate.
-	out := newAdapter(t, destination(hs.URL)).Deliver(context.Background(), request("k"))
+	out := newAdapter(t, httpDestination(hs.URL)).Deliver(context.Background(), request("k"))
 	require.Equal(t, contract.ClassNotSent, out.Class, out.Error)
 	require.Contains(t, out.Error, "certificate")
 	require.Zero(t, posts.Load())
@@ -249,7 +249,7 @@ func TestTimeoutAfterWriteIsUnknown(t *testing.T) {
 	}))
 	defer hs.Close()
 	defer close(release)
-	d := destination(hs.URL)
+	d := httpDestination(hs.URL)
 	d.Contract.Retry.AttemptTimeout = contract.Duration(200 * time.Millisecond)
 
 	start := time.Now()
@@ -330,13 +330,13 @@ func TestBodyLimit(t *testing.T) {
 	}))
 	defer hs.Close()
 
-	out := newAdapter(t, destination(hs.URL+"/ok")).Deliver(context.Background(), request("k"))
+	out := newAdapter(t, httpDestination(hs.URL+"/ok")).Deliver(context.Background(), request("k"))
 	require.Equal(t, contract.ClassCreated, out.Class, "the status alone says the effect exists")
 	require.Empty(t, out.Receipt.ResourceID, "an oversized body is not parsed")
 	require.Nil(t, out.Receipt.Body)
 	require.Contains(t, out.Error, "over 1048576 bytes")
 
-	out = newAdapter(t, destination(hs.URL+"/err")).Deliver(context.Background(), request("k"))
+	out = newAdapter(t, httpDestination(hs.URL+"/err")).Deliver(context.Background(), request("k"))
 	require.Equal(t, contract.ClassRejected, out.Class)
 	require.Equal(t, "HTTP 400", out.Error, "an oversized error body is not quoted")
 
@@ -346,7 +346,7 @@ func TestBodyLimit(t *testing.T) {
 		io.WriteString(w, long)
 	}))
 	defer hs2.Close()
-	out = newAdapter(t, destination(hs2.URL)).Deliver(context.Background(), request("k"))
+	out = newAdapter(t, httpDestination(hs2.URL)).Deliver(context.Background(), request("k"))
 	require.LessOrEqual(t, len(out.Error), len("HTTP 400: ")+maxErrorBody+len("..."))
 	require.True(t, strings.HasSuffix(out.Error, "..."))
 }
@@ -396,7 +396,7 @@ func TestBrokenConnectionIsSentOnce(t *testing.T) {
 	})
 	t.Run("adapter", func(t *testing.T) {
 		hs, posts := breakingServer(t)
-		a := newAdapter(t, destination(hs.URL))
+		a := newAdapter(t, httpDestination(hs.URL))
 		require.Equal(t, contract.ClassCreated, a.Deliver(context.Background(), request("same-operation")).Class)
 		out := a.Deliver(context.Background(), request("same-operation"))
 		require.Equal(t, contract.ClassUnknown, out.Class, out.Error)
@@ -406,7 +406,7 @@ func TestBrokenConnectionIsSentOnce(t *testing.T) {
 		// Each defence holds on its own: with connection reuse back on,
 		// the missing GetBody still stops the transport's resend.
 		hs, posts := breakingServer(t)
-		a := newAdapter(t, destination(hs.URL))
+		a := newAdapter(t, httpDestination(hs.URL))
 		a.client.Transport.(*http.Transport).DisableKeepAlives = false
 		require.Equal(t, contract.ClassCreated, a.Deliver(context.Background(), request("same-operation")).Class)
 		out := a.Deliver(context.Background(), request("same-operation"))
@@ -427,7 +427,7 @@ func TestHeadersAndAuth(t *testing.T) {
 
 	const secret = "s3cret-token"
 	t.Setenv("COURIER_TEST_TOKEN", secret)
-	d := destination(hs.URL)
+	d := httpDestination(hs.URL)
 	d.Auth = &destinations.Auth{Header: "Authorization", Scheme: "Bearer", SecretEnv: "COURIER_TEST_TOKEN"}
 	a := newAdapter(t, d)
 	out := a.Deliver(context.Background(), request("the-key"))
@@ -456,11 +456,11 @@ func TestHeadersAndAuth(t *testing.T) {
 
 func TestNewRejectsUnusableDestinations(t *testing.T) {
 	for name, d := range map[string]destinations.Destination{
-		"no url":       destination(""),
-		"relative url": destination("/helpdesk/tickets"),
-		"other scheme": destination("ftp://example.com/x"),
+		"no url":       httpDestination(""),
+		"relative url": httpDestination("/helpdesk/tickets"),
+		"other scheme": httpDestination("ftp://example.com/x"),
 		"no timeout": func() destinations.Destination {
-			d := destination("http://127.0.0.1:1/x")
+			d := httpDestination("http://127.0.0.1:1/x")
 			d.Contract.Retry.AttemptTimeout = 0
 			return d
 		}(),
@@ -511,7 +511,7 @@ func TestLookupSubstitutesBusinessID(t *testing.T) {
 		w.Write([]byte(`{"ticket_id":"T-1"}`))
 	}))
 	defer hs.Close()
-	d := destination(hs.URL)
+	d := httpDestination(hs.URL)
 	d.LookupURL = hs.URL + "/search?ref={business_id}&k={key}"
 	f, err := newAdapter(t, d).Lookup(context.Background(), request("a b"))
 	require.NoError(t, err)

@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destination"
 	"github.com/abde64c9/courier/destinations"
 )
 
@@ -81,7 +81,7 @@ func TestLookupReading(t *testing.T) {
 				w.WriteHeader(tt.status)
 				_, _ = w.Write([]byte(tt.body))
 			})
-			d := destination(hs.URL + "/tickets")
+			d := httpDestination(hs.URL + "/tickets")
 			d.Contract.Dedup = contract.DedupLookup
 			d.LookupURL = hs.URL + "/tickets?external_id={key}"
 			d.Lookup, d.Rules = tt.reading, tt.rules
@@ -90,11 +90,11 @@ func TestLookupReading(t *testing.T) {
 			require.Equal(t, "external_id=the-key", got()[0].rawQuery)
 			switch {
 			case tt.unreadable:
-				require.ErrorIs(t, err, activities.ErrUnreadable)
+				require.ErrorIs(t, err, destination.ErrUnreadable)
 				require.False(t, f.Found)
 			case tt.failed:
 				require.Error(t, err)
-				require.False(t, errors.Is(err, activities.ErrUnreadable), "a failed lookup is asked again: %v", err)
+				require.False(t, errors.Is(err, destination.ErrUnreadable), "a failed lookup is asked again: %v", err)
 			case tt.found != "":
 				require.NoError(t, err)
 				require.True(t, f.Found)
@@ -120,7 +120,7 @@ func TestReceiptWhereTheRuleSays(t *testing.T) {
 		w.WriteHeader(status)
 		_, _ = w.Write([]byte(answer))
 	})
-	d := destination(hs.URL)
+	d := httpDestination(hs.URL)
 	d.Receipt = &destinations.ReceiptSpec{ID: destinations.Pointers{"/data/id", "/id"}}
 	d.Rules = []destinations.Rule{{Status: destinations.StatusRange{Lo: 409, Hi: 409}, Body: &destinations.Match{Pointer: "/error/errors/0/code", Value: "duplicate"},
 		Class: contract.ClassReplayed, Receipt: &destinations.ReceiptSpec{ID: destinations.Pointers{"/error/errors/0/links/conflicting_resource_id"}}}}
@@ -128,7 +128,7 @@ func TestReceiptWhereTheRuleSays(t *testing.T) {
 	out := a.Deliver(context.Background(), request("k"))
 	require.Equal(t, contract.ClassReplayed, out.Class)
 	require.Equal(t, "E-1", out.Receipt.ResourceID)
-	require.Equal(t, []activities.Read{{Field: "rules[0].receipt.id", Pointer: "/error/errors/0/links/conflicting_resource_id", Value: "E-1"}}, out.Reads)
+	require.Equal(t, []destination.Read{{Field: "rules[0].receipt.id", Pointer: "/error/errors/0/links/conflicting_resource_id", Value: "E-1"}}, out.Reads)
 
 	status, answer = 201, `{"id": "E-2"}`
 	out = a.Deliver(context.Background(), request("k"))

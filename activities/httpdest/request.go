@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destination"
 	"github.com/abde64c9/courier/destinations"
 )
 
@@ -32,7 +32,7 @@ const (
 // request builds one attempt's request in the destination's dialect: the
 // URL template filled in, the payload placed, the key where the contract
 // puts it, static headers, then the credential or signature.
-func (a *Adapter) request(ctx context.Context, req activities.Request, c contract.Contract) (*http.Request, error) {
+func (a *Adapter) request(ctx context.Context, req destination.Request, c contract.Contract) (*http.Request, error) {
 	u, err := destinations.ExpandURL(a.d.URL, urlValues(req))
 	if err != nil {
 		return nil, fmt.Errorf("url: %w", err)
@@ -80,7 +80,7 @@ func (a *Adapter) request(ctx context.Context, req activities.Request, c contrac
 	return hr, nil
 }
 
-func urlValues(req activities.Request) destinations.URLValues {
+func urlValues(req destination.Request) destinations.URLValues {
 	return destinations.URLValues{Key: req.Key, BusinessID: req.BusinessID, Tenant: req.Tenant, Operation: req.Operation}
 }
 

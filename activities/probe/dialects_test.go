@@ -9,9 +9,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/activities/httpdest"
 	"github.com/abde64c9/courier/activities/probe"
+	"github.com/abde64c9/courier/destination"
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/lab"
 	"github.com/abde64c9/courier/lab/sandbox"
@@ -95,7 +95,7 @@ func TestDialectExamples(t *testing.T) {
 		r := run(t, "entries", d)
 		require.Equal(t, probe.Violation, r.Verdict, r.Finding)
 		require.Contains(t, r.Finding, "names another resource")
-		require.Contains(t, r.Steps[1].Read, activities.Read{Field: "rules[0].receipt.id", Pointer: "/error/id", Value: r.Steps[1].ResourceID})
+		require.Contains(t, r.Steps[1].Read, destination.Read{Field: "rules[0].receipt.id", Pointer: "/error/id", Value: r.Steps[1].ResourceID})
 	})
 
 	t.Run("replay naming no id", func(t *testing.T) {

@@ -29,8 +29,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destination"
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/opkey"
 )
@@ -69,7 +69,7 @@ type Step struct {
 	Found      *bool          `json:"found,omitempty"`
 	Error      string         `json:"error,omitempty"`
 	// Read is what the adapter read at each declared place in the answer.
-	Read []activities.Read `json:"read,omitempty"`
+	Read []destination.Read `json:"read,omitempty"`
 }
 
 // Report is the probe's finding.
@@ -128,7 +128,7 @@ func DefaultPayload(businessID string) json.RawMessage {
 }
 
 // Run probes destination name through its adapter.
-func Run(ctx context.Context, name string, d destinations.Destination, ad activities.Adapter, o Options) (Report, error) {
+func Run(ctx context.Context, name string, d destinations.Destination, ad destination.Adapter, o Options) (Report, error) {
 	if o.BusinessID == "" {
 		o.BusinessID = NewBusinessID(time.Now())
 	}
@@ -145,9 +145,9 @@ func Run(ctx context.Context, name string, d destinations.Destination, ad activi
 	}
 	p := &prober{
 		ad: ad, c: d.Contract, rules: d.Rules, reading: d.Lookup,
-		req: activities.Request{
+		req: destination.Request{
 			Key: opkey.Key(op), Fingerprint: fp, Tenant: op.Tenant, Destination: name,
-			Operation: op.Operation, BusinessID: op.BusinessID, Payload: o.Payload,
+			Operation: op.Operation, BusinessID: op.BusinessID, Payload: o.Payload, Contract: d.Contract,
 		},
 		r: Report{
 			Destination: name, Dedup: d.Contract.Dedup, Operation: op.Operation, Tenant: op.Tenant,
@@ -169,11 +169,11 @@ func Run(ctx context.Context, name string, d destinations.Destination, ad activi
 }
 
 type prober struct {
-	ad      activities.Adapter
+	ad      destination.Adapter
 	c       contract.Contract
 	rules   []destinations.Rule
 	reading *destinations.LookupReading
-	req     activities.Request
+	req     destination.Request
 	r       Report
 }
 
@@ -183,8 +183,8 @@ func (p *prober) conclude(v Verdict, format string, args ...any) {
 
 // send makes one attempt, repeating it while the destination says the key
 // is in flight (nothing applied, safe with any contract).
-func (p *prober) send(ctx context.Context, action string) activities.Outcome {
-	var out activities.Outcome
+func (p *prober) send(ctx context.Context, action string) destination.Outcome {
+	var out destination.Outcome
 	for i := 0; i <= inFlightRetries; i++ {
 		p.req.Attempt++
 		out = p.ad.Deliver(ctx, p.req)
@@ -208,7 +208,7 @@ func (p *prober) send(ctx context.Context, action string) activities.Outcome {
 	return out
 }
 
-func (p *prober) addEffect(r *activities.Receipt) {
+func (p *prober) addEffect(r *destination.Receipt) {
 	id := "(no resource id in the receipt)"
 	if r != nil && r.ResourceID != "" {
 		id = r.ResourceID
@@ -222,7 +222,7 @@ func (p *prober) addEffect(r *activities.Receipt) {
 }
 
 // first sends the probe once and concludes when it did not create anything.
-func (p *prober) first(ctx context.Context) (activities.Outcome, bool) {
+func (p *prober) first(ctx context.Context) (destination.Outcome, bool) {
 	out := p.send(ctx, "send 1")
 	switch out.Class {
 	case contract.ClassCreated:
@@ -313,7 +313,7 @@ func (p *prober) lookup(ctx context.Context) {
 		"until found (must find that effect by its id, within the declared settle time); not sent twice: the destination does not deduplicate"
 	before, err := p.find(ctx, "lookup before sending")
 	switch {
-	case errors.Is(err, activities.ErrUnreadable):
+	case errors.Is(err, destination.ErrUnreadable):
 		p.conclude(Violation, "the lookup's answer for a key never used cannot be read: %v. After a lost response every delivery "+
 			"would park for review. %s", err, p.readingAdvice())
 		return
@@ -339,7 +339,7 @@ func (p *prober) lookup(ctx context.Context) {
 	after, appeared, missed, err := p.appear(ctx, settle)
 	id, found := resourceID(one.Receipt), resourceID(after.Receipt)
 	switch {
-	case errors.Is(err, activities.ErrUnreadable):
+	case errors.Is(err, destination.ErrUnreadable):
 		p.conclude(Violation, "the probe created %s but the lookup's answer cannot be read: %v. After a lost response the delivery "+
 			"would park for review instead of ending duplicate. %s", orNone(id), err, p.readingAdvice())
 	case err != nil:
@@ -398,11 +398,11 @@ func lookEvery(settle, elapsed time.Duration) time.Duration {
 // lookFor(settle), and records how long after the send it first did
 // (appeared, Report.Appeared). missed is how long after the send the last
 // look that did not find it was made.
-func (p *prober) appear(ctx context.Context, settle time.Duration) (f activities.Found, appeared, missed time.Duration, err error) {
+func (p *prober) appear(ctx context.Context, settle time.Duration) (f destination.Found, appeared, missed time.Duration, err error) {
 	sent := time.Now()
 	for n := 1; ; n++ {
 		at := time.Since(sent)
-		f, err = p.ad.Lookup(ctx, p.req)
+		f, err = p.lookupEffect(ctx)
 		if err != nil || f.Found || at >= lookFor(settle) {
 			s := Step{Action: fmt.Sprintf("lookup after sending (look %d, %s)", n, at.Round(time.Millisecond)), Found: &f.Found, Read: f.Reads}
 			if err != nil {
@@ -427,8 +427,8 @@ func (p *prober) appear(ctx context.Context, settle time.Duration) (f activities
 	}
 }
 
-func (p *prober) find(ctx context.Context, action string) (activities.Found, error) {
-	f, err := p.ad.Lookup(ctx, p.req)
+func (p *prober) find(ctx context.Context, action string) (destination.Found, error) {
+	f, err := p.lookupEffect(ctx)
 	s := Step{Action: action, Found: &f.Found, Read: f.Reads}
 	if err != nil {
 		s.Error = err.Error()
@@ -451,7 +451,17 @@ func (p *prober) none(ctx context.Context) {
 	p.conclude(Passed, "accepted the probe (%s); nothing else to check for dedup none", orNone(resourceID(one.Receipt)))
 }
 
-func resourceID(r *activities.Receipt) string {
+// lookupEffect asks the adapter's Lookup, which every lookup destination's
+// adapter has.
+func (p *prober) lookupEffect(ctx context.Context) (destination.Found, error) {
+	lk, ok := p.ad.(destination.Lookuper)
+	if !ok {
+		return destination.Found{}, fmt.Errorf("the adapter has no Lookup: %w", destination.ErrUnreadable)
+	}
+	return lk.Lookup(ctx, p.req)
+}
+
+func resourceID(r *destination.Receipt) string {
 	if r == nil {
 		return ""
 	}

@@ -11,10 +11,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/activities/httpdest"
 	"github.com/abde64c9/courier/activities/probe"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destination"
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/lab"
 	"github.com/abde64c9/courier/lab/testsuite"
@@ -30,7 +30,7 @@ func env(t *testing.T) *testsuite.Env {
 	return e
 }
 
-func run(t *testing.T, e *testsuite.Env, name string, d destinations.Destination, ad activities.Adapter, o probe.Options) probe.Report {
+func run(t *testing.T, e *testsuite.Env, name string, d destinations.Destination, ad destination.Adapter, o probe.Options) probe.Report {
 	t.Helper()
 	r, err := probe.Run(context.Background(), name, d, ad, o)
 	require.NoError(t, err)

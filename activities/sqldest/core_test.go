@@ -10,8 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destination"
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/lab/faults"
 )
@@ -20,9 +20,9 @@ import (
 // in sqlite_test.go, PostgreSQL in postgres_test.go. newDest returns a
 // destination with a fresh, empty table each time it is called.
 
-func request(key, payload string) activities.Request {
+func request(key, payload string) destination.Request {
 	sum := sha256.Sum256([]byte(payload))
-	return activities.Request{
+	return destination.Request{
 		Key: key, Fingerprint: hex.EncodeToString(sum[:]),
 		Tenant: "acme", Destination: "ledger", Operation: "insert-entry", BusinessID: "biz-" + key,
 		Payload: []byte(payload), Attempt: 1,
@@ -54,18 +54,18 @@ func count(t *testing.T, a *Adapter) int {
 	return n
 }
 
-func requireCreated(t *testing.T, out activities.Outcome, key string) {
+func requireCreated(t *testing.T, out destination.Outcome, key string) {
 	t.Helper()
 	require.Equal(t, contract.ClassCreated, out.Class, out.Error)
 	require.Empty(t, out.Error)
-	require.Equal(t, &activities.Receipt{ResourceID: "result-" + key, Status: StatusCreated}, out.Receipt)
+	require.Equal(t, &destination.Receipt{ResourceID: "result-" + key, Status: StatusCreated}, out.Receipt)
 }
 
-func requireReplayed(t *testing.T, out activities.Outcome, key string) {
+func requireReplayed(t *testing.T, out destination.Outcome, key string) {
 	t.Helper()
 	require.Equal(t, contract.ClassReplayed, out.Class, out.Error)
 	require.Empty(t, out.Error)
-	require.Equal(t, &activities.Receipt{ResourceID: "result-" + key, Status: StatusCreated, Replayed: true}, out.Receipt)
+	require.Equal(t, &destination.Receipt{ResourceID: "result-" + key, Status: StatusCreated, Replayed: true}, out.Receipt)
 }
 
 func testCore(t *testing.T, newDest func(t *testing.T) destinations.Destination) {
@@ -87,7 +87,7 @@ func testCore(t *testing.T, newDest func(t *testing.T) destinations.Destination)
 
 		f, err := a.Lookup(ctx, req)
 		require.NoError(t, err)
-		require.Equal(t, activities.Found{Found: true, Receipt: &activities.Receipt{ResourceID: "result-normal", Status: StatusCreated, Replayed: true}}, f)
+		require.Equal(t, destination.Found{Found: true, Receipt: &destination.Receipt{ResourceID: "result-normal", Status: StatusCreated, Replayed: true}}, f)
 		f, err = a.Lookup(ctx, request("absent", `{}`))
 		require.NoError(t, err)
 		require.False(t, f.Found)
@@ -118,7 +118,7 @@ func testCore(t *testing.T, newDest func(t *testing.T) destinations.Destination)
 		a := open(t, newDest(t))
 		req := request("concurrent", `{"amount":10}`)
 		start := make(chan struct{})
-		outs := make([]activities.Outcome, 20)
+		outs := make([]destination.Outcome, 20)
 		var wg sync.WaitGroup
 		for i := range outs {
 			wg.Go(func() {
@@ -169,7 +169,7 @@ func testCore(t *testing.T, newDest func(t *testing.T) destinations.Destination)
 		a := open(t, d)
 		req := request("hook", `{"amount":10}`)
 		var seen int
-		var found activities.Found
+		var found destination.Found
 		hooked := faults.Wrap(a)
 		hooked.AfterEffect = func() {
 			// A second connection, as a new process would open.

@@ -33,8 +33,8 @@ import (
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
-	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destination"
 	"github.com/abde64c9/courier/internal/redact"
 )
 
@@ -53,7 +53,7 @@ type Adapter struct {
 	red *redact.Redactor
 }
 
-var _ activities.Adapter = (*Adapter)(nil)
+var _ destination.Adapter = (*Adapter)(nil)
 
 // Row is one stored effect, as read back from the table.
 type Row struct {
@@ -78,15 +78,15 @@ func (a *Adapter) Close() error {
 
 // Deliver makes one attempt: insert the effect row and commit, in one
 // transaction, then classify what happened (see the package comment).
-func (a *Adapter) Deliver(ctx context.Context, req activities.Request) activities.Outcome {
+func (a *Adapter) Deliver(ctx context.Context, req destination.Request) destination.Outcome {
 	out := a.deliver(ctx, req)
 	out.Error = a.red.String(out.Error)
 	return out
 }
 
-func (a *Adapter) deliver(ctx context.Context, req activities.Request) activities.Outcome {
+func (a *Adapter) deliver(ctx context.Context, req destination.Request) destination.Outcome {
 	if req.Key == "" || req.Fingerprint == "" {
-		return activities.Outcome{Class: contract.ClassRejected,
+		return destination.Outcome{Class: contract.ClassRejected,
 			Error: "request without key or fingerprint: nothing was sent"}
 	}
 	ctx, cancel := a.attemptContext(ctx, req)
@@ -114,16 +114,16 @@ func (a *Adapter) deliver(ctx context.Context, req activities.Request) activitie
 	if err := tx.Commit(); err != nil {
 		// COMMIT was sent: the database may have applied it even though we
 		// got an error (connection reset, deadline while waiting).
-		return activities.Outcome{Class: contract.ClassUnknown,
+		return destination.Outcome{Class: contract.ClassUnknown,
 			Error: fmt.Errorf("commit of key %s, the row may or may not be stored: %w", req.Key, err).Error()}
 	}
-	return activities.Outcome{Class: contract.ClassCreated, Receipt: receipt(resourceID(req.Key), false)}
+	return destination.Outcome{Class: contract.ClassCreated, Receipt: receipt(resourceID(req.Key), false)}
 }
 
 // existing classifies a unique violation on the key by the row already
 // stored under it. This attempt stored nothing, so if the row cannot be read
 // a retry is safe: not_sent.
-func (a *Adapter) existing(ctx context.Context, req activities.Request) activities.Outcome {
+func (a *Adapter) existing(ctx context.Context, req destination.Request) destination.Outcome {
 	row, found, err := a.row(ctx, req.Key)
 	switch {
 	case err != nil:
@@ -131,26 +131,26 @@ func (a *Adapter) existing(ctx context.Context, req activities.Request) activiti
 	case !found:
 		return notSent(fmt.Errorf("insert of key %s hit a unique constraint, yet no row has that key", req.Key))
 	case row.Fingerprint != req.Fingerprint:
-		return activities.Outcome{Class: contract.ClassConflict,
+		return destination.Outcome{Class: contract.ClassConflict,
 			Error: fmt.Sprintf("key %s was already used with another payload (stored fingerprint %s, this request %s)",
 				req.Key, row.Fingerprint, req.Fingerprint)}
 	}
-	return activities.Outcome{Class: contract.ClassReplayed, Receipt: receipt(row.ResourceID, true)}
+	return destination.Outcome{Class: contract.ClassReplayed, Receipt: receipt(row.ResourceID, true)}
 }
 
 // Lookup finds the effect stored under the request's key. It does not compare
 // fingerprints: it answers whether an effect exists, as the interface asks.
-func (a *Adapter) Lookup(ctx context.Context, req activities.Request) (activities.Found, error) {
+func (a *Adapter) Lookup(ctx context.Context, req destination.Request) (destination.Found, error) {
 	ctx, cancel := a.attemptContext(ctx, req)
 	defer cancel()
 	row, found, err := a.row(ctx, req.Key)
 	if err != nil {
-		return activities.Found{}, a.red.Error(err)
+		return destination.Found{}, a.red.Error(err)
 	}
 	if !found {
-		return activities.Found{}, nil
+		return destination.Found{}, nil
 	}
-	return activities.Found{Found: true, Receipt: receipt(row.ResourceID, true)}, nil
+	return destination.Found{Found: true, Receipt: receipt(row.ResourceID, true)}, nil
 }
 
 // Count is how many effects the table really holds.
@@ -215,11 +215,11 @@ func scanRow(s interface{ Scan(...any) error }) (Row, error) {
 }
 
 // attemptContext bounds one attempt by the delivery's recorded timeout, or
-// the configured one for a request that carries no contract.
-func (a *Adapter) attemptContext(ctx context.Context, req activities.Request) (context.Context, context.CancelFunc) {
+// the configured one for a request whose contract sets none.
+func (a *Adapter) attemptContext(ctx context.Context, req destination.Request) (context.Context, context.CancelFunc) {
 	timeout := a.timeout
-	if req.Contract != nil {
-		timeout = req.Contract.Retry.AttemptTimeout.D()
+	if t := req.Contract.Retry.AttemptTimeout.D(); t > 0 {
+		timeout = t
 	}
 	if timeout > 0 {
 		return context.WithTimeout(ctx, timeout)
@@ -231,7 +231,7 @@ func (a *Adapter) attemptContext(ctx context.Context, req activities.Request) (c
 func resourceID(key string) string { return "result-" + key }
 
 // insertArgs are the values of columns, in order.
-func insertArgs(req activities.Request) []any {
+func insertArgs(req destination.Request) []any {
 	payload := string(req.Payload)
 	if payload == "" {
 		payload = "null"
@@ -240,12 +240,12 @@ func insertArgs(req activities.Request) []any {
 		payload, resourceID(req.Key), time.Now().UTC().Format(createdAtFormat)}
 }
 
-func receipt(resourceID string, replayed bool) *activities.Receipt {
-	return &activities.Receipt{ResourceID: resourceID, Status: StatusCreated, Replayed: replayed}
+func receipt(resourceID string, replayed bool) *destination.Receipt {
+	return &destination.Receipt{ResourceID: resourceID, Status: StatusCreated, Replayed: replayed}
 }
 
-func notSent(err error) activities.Outcome {
-	return activities.Outcome{Class: contract.ClassNotSent, Error: err.Error()}
+func notSent(err error) destination.Outcome {
+	return destination.Outcome{Class: contract.ClassNotSent, Error: err.Error()}
 }
 
 // pgUniqueViolation is PostgreSQL's SQLSTATE unique_violation.

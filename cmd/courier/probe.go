@@ -64,7 +64,7 @@ func runProbe(ctx context.Context, name, file, payload string, asJSON bool) (err
 	d := cfg.Destinations[name]
 	// Only this destination's adapter: another's missing secret is not
 	// this probe's business.
-	ads, err := worker.OpenAdapters(destinations.Config{Destinations: map[string]destinations.Destination{name: d}})
+	ads, err := worker.OpenAdapters(destinations.Config{Destinations: map[string]destinations.Destination{name: d}}, nil)
 	if err != nil {
 		return err
 	}

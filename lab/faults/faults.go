@@ -8,13 +8,13 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destination"
 )
 
 // Adapter wraps a destination adapter with injectable faults.
 type Adapter struct {
-	activities.Adapter
+	destination.Adapter
 	// AfterEffect, when set, is called right after the wrapped adapter
 	// reports a new effect (for SQL: right after COMMIT), before the attempt
 	// reports it: a test's look at the store between the commit and the
@@ -25,7 +25,7 @@ type Adapter struct {
 }
 
 // Wrap decorates ad.
-func Wrap(ad activities.Adapter) *Adapter { return &Adapter{Adapter: ad} }
+func Wrap(ad destination.Adapter) *Adapter { return &Adapter{Adapter: ad} }
 
 // LoseAcks makes the next n new effects report unknown_outcome
 // ("acknowledgement lost after commit"), as if the connection dropped right
@@ -33,7 +33,7 @@ func Wrap(ad activities.Adapter) *Adapter { return &Adapter{Adapter: ad} }
 func (a *Adapter) LoseAcks(n int) { a.lostAcks.Store(int64(max(n, 0))) }
 
 // Deliver makes the wrapped attempt, then applies the faults.
-func (a *Adapter) Deliver(ctx context.Context, req activities.Request) activities.Outcome {
+func (a *Adapter) Deliver(ctx context.Context, req destination.Request) destination.Outcome {
 	out := a.Adapter.Deliver(ctx, req)
 	if out.Class != contract.ClassCreated {
 		return out
@@ -42,10 +42,19 @@ func (a *Adapter) Deliver(ctx context.Context, req activities.Request) activitie
 		a.AfterEffect()
 	}
 	if a.takeLostAck() {
-		return activities.Outcome{Class: contract.ClassUnknown,
+		return destination.Outcome{Class: contract.ClassUnknown,
 			Error: fmt.Sprintf("acknowledgement lost after commit of key %s (injected fault)", req.Key)}
 	}
 	return out
+}
+
+// Lookup asks the wrapped adapter's Lookup, untouched.
+func (a *Adapter) Lookup(ctx context.Context, req destination.Request) (destination.Found, error) {
+	lk, ok := a.Adapter.(destination.Lookuper)
+	if !ok {
+		return destination.Found{}, fmt.Errorf("the wrapped adapter has no Lookup: %w", destination.ErrUnreadable)
+	}
+	return lk.Lookup(ctx, req)
 }
 
 func (a *Adapter) takeLostAck() bool {

@@ -69,7 +69,7 @@ func deps(t *testing.T, pkgs ...string) []string {
 // workflow package.
 func TestProductLinksNoLab(t *testing.T) {
 	product := []string{"./cmd/courier", "./courierwf/...", "./workflows/...", "./worker/...", "./starter/...",
-		"./contract/...", "./destinations/...", "./connect/...", "./opkey/...", "./gate/...",
+		"./contract/...", "./destination/...", "./destinations/...", "./connect/...", "./opkey/...", "./gate/...",
 		"./reviewproof/...", "./activities/...", "./internal/..."}
 	for _, dep := range deps(t, product...) {
 		if under(dep, "lab") || under(dep, "cmd/courier-lab") {

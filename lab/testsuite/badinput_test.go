@@ -274,7 +274,7 @@ func TestBadDestinationsFiles(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			ads, err := worker.OpenAdapters(cfg)
+			ads, err := worker.OpenAdapters(cfg, nil)
 			if err == nil {
 				_ = ads.Close()
 			}

@@ -50,7 +50,7 @@ func NewEnv(dir string) (_ *Env, err error) {
 	}
 	e.SandboxURL = e.Sandbox.URL
 	e.Config = lab.Destinations(e.SandboxURL, e.LedgerPath, lab.CaseBudget)
-	if e.Adapters, err = worker.OpenAdapters(e.Config); err != nil {
+	if e.Adapters, err = worker.OpenAdapters(e.Config, nil); err != nil {
 		return e, err
 	}
 	if e.effects, err = lab.OpenEffects(e.Sandbox.Server, e.Config); err != nil {

@@ -54,7 +54,7 @@ func TestEncryptedFailures(t *testing.T) {
 	d := cfg.Destinations[lab.DestHelpdesk]
 	d.URL = echo.URL + "/helpdesk/tickets"
 	cfg.Destinations[lab.DestHelpdesk] = d
-	ads, err := worker.OpenAdapters(cfg)
+	ads, err := worker.OpenAdapters(cfg, nil)
 	require.NoError(t, err)
 	defer ads.Close()
 	stop := startWorkers(t, c, cfg, worker.NewActivities(c, cfg, ads))

@@ -50,7 +50,7 @@ func TestSecretNotInHistory(t *testing.T) {
 	d.URL = front.URL + "/helpdesk/tickets"
 	d.Auth = &destinations.Auth{Header: "Authorization", Scheme: "Bearer", SecretEnv: "COURIER_TEST_HELPDESK_TOKEN"}
 	cfg.Destinations[lab.DestHelpdesk] = d
-	ads, err := worker.OpenAdapters(cfg)
+	ads, err := worker.OpenAdapters(cfg, nil)
 	require.NoError(t, err)
 	defer ads.Close()
 	stop := startWorkers(t, rl.Temporal.Client(), cfg, worker.NewActivities(rl.Temporal.Client(), cfg, ads))
