@@ -27,6 +27,8 @@ const (
 	// destination's name (a destination.Adapter); the file declares only
 	// its contract, reviewers, tenants and pacing.
 	AdapterGo = "go"
+	// AdapterNATS publishes to a NATS JetStream stream (nats.go).
+	AdapterNATS = "nats"
 )
 
 // Destination is one configured target: where it is, how to reach it, and
@@ -52,6 +54,8 @@ type Destination struct {
 	Driver string `json:"driver,omitempty"` // sqlite or pgx
 	DSN    string `json:"dsn,omitempty"`
 	Table  string `json:"table,omitempty"`
+
+	NATS *NATS `json:"nats,omitempty"`
 
 	// RateLimit, when positive, caps this destination's attempts per second
 	// across all workers (a task queue of its own with a server-side limit).
@@ -183,12 +187,12 @@ func (c *Config) Declare(name string, d Destination) error {
 	return nil
 }
 
-// withDefaults fills the contract's optional fields. A Go adapter places
+// withDefaults fills the contract's optional fields. A Go or NATS adapter places
 // the key itself, so it gets no default key header.
 func (d Destination) withDefaults() Destination {
 	header := d.Contract.KeyHeader
 	d.Contract = d.Contract.WithDefaults()
-	if d.Adapter == AdapterGo {
+	if d.Adapter == AdapterGo || d.Adapter == AdapterNATS {
 		d.Contract.KeyHeader = header
 	}
 	return d
@@ -234,10 +238,15 @@ func (d Destination) validate() error {
 			errs = append(errs, errors.New("contract.key_header, key_field, replay_marker: only for adapter http; "+
 				"a Go adapter gives the destination the key itself (destination.Request.Key) and says when it replayed"))
 		}
+	case AdapterNATS:
+		errs = append(errs, d.validateNATS())
 	case "":
 		errs = append(errs, errors.New("adapter: missing; use http, sql or go"))
 	default:
 		errs = append(errs, fmt.Errorf("adapter: %q unknown; use http, sql or go", d.Adapter))
+	}
+	if d.NATS != nil && d.Adapter != AdapterNATS {
+		errs = append(errs, errors.New("nats: only for adapter nats"))
 	}
 	if d.Auth != nil {
 		errs = append(errs, d.Auth.validate("auth"))
