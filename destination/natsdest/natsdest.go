@@ -130,8 +130,14 @@ func (a *Adapter) Close() error {
 }
 
 // Deliver publishes req.Payload to the subject with Nats-Msg-Id req.Key
-// and reads the stream's acknowledgement.
+// and waits for the stream's acknowledgement, at most the attempt timeout
+// of the delivery's contract.
 func (a *Adapter) Deliver(ctx context.Context, req destination.Request) destination.Outcome {
+	if t := req.Contract.Retry.AttemptTimeout.D(); t > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, t)
+		defer cancel()
+	}
 	if err := ctx.Err(); err != nil {
 		return destination.Failed(err, false)
 	}

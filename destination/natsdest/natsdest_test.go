@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/destination"
 	"github.com/abde64c9/courier/destination/natsdest"
 	"github.com/abde64c9/courier/lab"
@@ -104,7 +105,7 @@ func TestDeliverNotSent(t *testing.T) {
 }
 
 // TestDeliverAckLost: the stream stores the message, its acknowledgement
-// never arrives: unknown when the attempt's time ends.
+// never arrives: unknown when the contract's attempt timeout ends.
 func TestDeliverAckLost(t *testing.T) {
 	n := startNATS(t, time.Minute)
 	link, err := lab.NewNATSLink(n.URL)
@@ -112,9 +113,11 @@ func TestDeliverAckLost(t *testing.T) {
 	defer link.Close()
 	ad := open(t, link.URL(), time.Minute)
 	link.LoseNextAck(lab.NATSSubject, 2*time.Second, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	out := ad.Deliver(ctx, request("k-lost"))
+	req := request("k-lost")
+	req.Contract.Retry.AttemptTimeout = contract.Duration(time.Second)
+	start := time.Now()
+	out := ad.Deliver(context.Background(), req)
+	require.Less(t, time.Since(start), 2*time.Second, "bounded by the attempt timeout")
 	require.Equal(t, destination.Unknown, out.Class)
 	require.Contains(t, out.Error, "no answer within the attempt's time after the request was written")
 	seqs, err := n.Sequences(context.Background(), lab.NATSStream, "k-lost")
