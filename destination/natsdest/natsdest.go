@@ -178,9 +178,9 @@ func classify(err error) destination.Outcome {
 		return destination.Failed(err, false)
 	case errors.As(err, &api) && api.Code == 503:
 		// The stream answered that it cannot store now: nothing stored.
-		return destination.Outcome{Class: destination.Throttled, StatusCode: api.Code, Error: "stream unavailable, nothing stored: " + err.Error()}
+		return destination.Outcome{Class: destination.Throttled, StatusCode: api.Code, Error: "stream unavailable, nothing stored: " + api.Error()}
 	case errors.As(err, &api):
-		return destination.Outcome{Class: destination.Rejected, StatusCode: api.Code, Error: "the stream refused the message: " + err.Error()}
+		return destination.Outcome{Class: destination.Rejected, StatusCode: api.Code, Error: "the stream refused the message: " + api.Error()}
 	case errors.Is(err, jetstream.ErrInvalidJSAck):
 		return destination.Outcome{Class: destination.Unknown, Error: "the stream's acknowledgement could not be read: " + err.Error()}
 	}

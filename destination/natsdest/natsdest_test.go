@@ -134,3 +134,20 @@ func TestDeliverAckLost(t *testing.T) {
 	}, 10*time.Second, 100*time.Millisecond, "the last: %+v", out)
 	require.Equal(t, strconv.FormatUint(seqs[0], 10), out.Receipt.ResourceID)
 }
+
+// TestDeliverOtherStream: a subject another stream captures is refused,
+// and that stream stores nothing.
+func TestDeliverOtherStream(t *testing.T) {
+	ctx := context.Background()
+	n := startNATS(t, time.Minute)
+	require.NoError(t, n.CreateStream(ctx, "OTHER", "other.x", time.Minute))
+	ad, err := natsdest.New(natsdest.Options{URL: n.URL, Stream: lab.NATSStream, Subject: "other.x", KeyRetention: time.Minute})
+	require.NoError(t, err)
+	defer ad.Close()
+	out := ad.Deliver(ctx, request("k-other"))
+	require.Equal(t, destination.Rejected, out.Class)
+	require.Equal(t, "the stream refused the message: nats: API error: code=400 err_code=10060 description=expected stream does not match", out.Error)
+	seqs, err := n.Sequences(ctx, "OTHER", "k-other")
+	require.NoError(t, err)
+	require.Empty(t, seqs)
+}
