@@ -5,10 +5,13 @@
 // duplicate window deduplicates a repeat: declare the destination's
 // contract dedup key with key_retention at most the stream's duplicate
 // window (New refuses a longer one). A receipt's resource id is the stream
-// sequence of the message, the original's for a repeat.
+// sequence of the message, the original's for a repeat. Each message also
+// carries the payload's fingerprint (FingerprintHeader), so a repeat of
+// the key with another payload is a conflict, not a replay.
 package natsdest
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -144,7 +147,7 @@ func (a *Adapter) Deliver(ctx context.Context, req destination.Request) destinat
 	if !a.nc.IsConnected() {
 		return destination.Failed(fmt.Errorf("not connected to NATS (%s)", a.nc.Status()), false)
 	}
-	msg := &nats.Msg{Subject: a.o.Subject, Data: req.Payload}
+	msg := &nats.Msg{Subject: a.o.Subject, Data: req.Payload, Header: nats.Header{FingerprintHeader: []string{req.Fingerprint}}}
 	ack, err := a.js.PublishMsg(ctx, msg, jetstream.WithMsgID(req.Key), jetstream.WithExpectStream(a.o.Stream),
 		jetstream.WithRetryAttempts(0)) // Courier owns every retry
 	if err != nil {
@@ -155,6 +158,10 @@ func (a *Adapter) Deliver(ctx context.Context, req destination.Request) destinat
 		// The server names the sequence of the message first stored
 		// under this id, within the duplicate window.
 		class = destination.Replayed
+		if other := a.otherPayload(ctx, ack.Sequence, req.Fingerprint); other != "" {
+			return destination.Outcome{Class: destination.Conflict, Error: fmt.Sprintf(
+				"message %d of stream %s has this key with another payload (fingerprint %s)", ack.Sequence, ack.Stream, other)}
+		}
 	}
 	body, _ := json.Marshal(ack)
 	return destination.Outcome{Class: class, Receipt: &destination.Receipt{
@@ -163,6 +170,25 @@ func (a *Adapter) Deliver(ctx context.Context, req destination.Request) destinat
 		Replayed:   ack.Duplicate,
 		Body:       body,
 	}}
+}
+
+// FingerprintHeader carries the payload's fingerprint with each message,
+// so that a repeat of the key can be told from another payload under it.
+const FingerprintHeader = "Courier-Fingerprint"
+
+// otherPayload is the fingerprint of the message at seq when it differs
+// from fingerprint. A message that cannot be read counts as the same: the
+// stream itself recognised the key, and Courier compares fingerprints
+// before it sends.
+func (a *Adapter) otherPayload(ctx context.Context, seq uint64, fingerprint string) string {
+	m, err := a.stream.GetMsg(ctx, seq)
+	if err != nil {
+		return ""
+	}
+	if got := m.Header.Get(FingerprintHeader); got != fingerprint {
+		return cmp.Or(got, "none")
+	}
+	return ""
 }
 
 // classify maps a failed publish onto a class.

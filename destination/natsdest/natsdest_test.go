@@ -32,7 +32,7 @@ func open(t *testing.T, url string, retention time.Duration) *natsdest.Adapter {
 }
 
 func request(key string) destination.Request {
-	return destination.Request{Key: key, Payload: json.RawMessage(`{"order":"` + key + `"}`), Attempt: 1}
+	return destination.Request{Key: key, Fingerprint: "fp-" + key, Payload: json.RawMessage(`{"order":"` + key + `"}`), Attempt: 1}
 }
 
 // TestDeliver: a publish is created with its stream sequence; a repeat of
@@ -60,6 +60,23 @@ func TestDeliver(t *testing.T) {
 	seqs, err := n.Sequences(ctx, lab.NATSStream, "k1")
 	require.NoError(t, err)
 	require.Equal(t, []uint64{2}, seqs, "one message for the key")
+}
+
+// TestDeliverConflict: the same key with another payload within the
+// window is a conflict, and the stream keeps the first message only.
+func TestDeliverConflict(t *testing.T) {
+	ctx := context.Background()
+	n := startNATS(t, time.Minute)
+	ad := open(t, n.URL, time.Minute)
+	require.Equal(t, destination.Created, ad.Deliver(ctx, request("k2")).Class)
+	other := request("k2")
+	other.Payload, other.Fingerprint = json.RawMessage(`{"order":"changed"}`), "fp-changed"
+	out := ad.Deliver(ctx, other)
+	require.Equal(t, destination.Conflict, out.Class)
+	require.Equal(t, "message 1 of stream COURIER has this key with another payload (fingerprint fp-k2)", out.Error)
+	count, err := n.Count(ctx, "k2")
+	require.NoError(t, err)
+	require.Equal(t, 1, count)
 }
 
 // TestNewChecksTheStream: the stream must exist, and its duplicate window
