@@ -161,9 +161,10 @@ func (l *NATSLink) URL() string { return "nats://" + l.ln.Addr().String() }
 
 // LoseNextAck stages the loss of the next publish's acknowledgement: the
 // publish to subject reaches the server, and from then on nothing the
-// server sends on that connection reaches the client. after runs once the
-// publish is forwarded (to wait until the stream stored it); hold later
-// the connection is cut, and the client reconnects through the link.
+// server sends on that connection reaches the client. after, if set, runs
+// once the publish is forwarded (to wait until the stream stored it); hold
+// after it returns the link cuts the connection, and the client
+// reconnects through the link.
 func (l *NATSLink) LoseNextAck(subject string, hold time.Duration, after func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
