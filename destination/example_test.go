@@ -13,7 +13,7 @@ import (
 
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/destination"
-	"github.com/abde64c9/courier/destination/destinationtest"
+	"github.com/abde64c9/courier/worker/destinationtest"
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/lab"
 	"github.com/abde64c9/courier/opkey"

@@ -13,7 +13,7 @@ import (
 
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/destination"
-	"github.com/abde64c9/courier/destination/destinationtest"
+	"github.com/abde64c9/courier/worker/destinationtest"
 )
 
 // memory is an in-memory destination: a list of effects, each under a key.

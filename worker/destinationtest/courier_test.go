@@ -11,7 +11,7 @@ import (
 
 	"github.com/abde64c9/courier/activities/httpdest"
 	"github.com/abde64c9/courier/activities/sqldest"
-	"github.com/abde64c9/courier/destination/destinationtest"
+	"github.com/abde64c9/courier/worker/destinationtest"
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/lab"
 )
