@@ -13,12 +13,12 @@ import (
 
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/destination"
-	"github.com/abde64c9/courier/worker/destinationtest"
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/lab"
 	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/worker"
+	"github.com/abde64c9/courier/worker/destinationtest"
 	"github.com/abde64c9/courier/workflows"
 )
 

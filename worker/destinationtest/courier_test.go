@@ -11,9 +11,9 @@ import (
 
 	"github.com/abde64c9/courier/activities/httpdest"
 	"github.com/abde64c9/courier/activities/sqldest"
-	"github.com/abde64c9/courier/worker/destinationtest"
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/lab"
+	"github.com/abde64c9/courier/worker/destinationtest"
 )
 
 // courierDestinations are the lab's destinations: the sandbox ticket
