@@ -144,3 +144,63 @@ func TestForgetfulKeysFail(t *testing.T) {
 		"declared dedup key with key_retention 3s, but a repeat with the same key 1.5s after a lost response, within the key retention, made a second effect: "+
 			"declare a key_retention no longer than the destination keeps keys, or dedup none")
 }
+
+// slowAnswer stores the effect, then takes up to answerIn to answer. With
+// lie, when its context ends meanwhile, it says nothing was written; with
+// block, it answers only after answerIn whatever its context.
+type slowAnswer struct {
+	*memory
+	answerIn   time.Duration
+	lie, block bool
+}
+
+func (s slowAnswer) Deliver(ctx context.Context, req destination.Request) destination.Outcome {
+	out := s.memory.Deliver(ctx, req)
+	if out.Class != destination.Created {
+		return out
+	}
+	if s.block {
+		time.Sleep(s.answerIn)
+		if err := ctx.Err(); err != nil {
+			return destination.Failed(err, true)
+		}
+		return out
+	}
+	select {
+	case <-ctx.Done():
+		return destination.Failed(ctx.Err(), !s.lie)
+	case <-time.After(s.answerIn):
+		return out
+	}
+}
+
+// TestCrashedAttemptsFail: an adapter that says nothing was sent when its
+// context ends after the commit, and one that answers long after its
+// context ended, fail the crashed-worker case.
+func TestCrashedAttemptsFail(t *testing.T) {
+	const crash = "commit then process crash then new process retry"
+	t.Run("not sent after the commit", func(t *testing.T) {
+		s := subject(&memory{}, contract.DedupNone)
+		s.Adapter = slowAnswer{memory: s.Adapter.(*memory), answerIn: 200 * time.Millisecond, lie: true}
+		require.Contains(t, failures(t, s)[crash], "declared dedup none, but when its context ended between the commit and the answer "+
+			"the adapter answered not_sent (not sent, failed before the request was written: context canceled), which says nothing was applied, "+
+			"and the retry made a second effect (2 for key ")
+	})
+	t.Run("blocks past its context", func(t *testing.T) {
+		s := subject(&memory{honoursKeys: true}, contract.DedupKey)
+		s.Adapter = slowAnswer{memory: s.Adapter.(*memory), answerIn: 1500 * time.Millisecond, block: true}
+		require.Contains(t, failures(t, s)[crash], "declared dedup key, but Deliver returned 1.")
+	})
+}
+
+// TestInvalidSubject: the subject's destination is checked as the
+// destinations file is, before any case runs.
+func TestInvalidSubject(t *testing.T) {
+	m := &memory{}
+	_, err := destinationtest.Check(t.Context(), destinationtest.Subject{Adapter: m, Count: m.Count,
+		Contract: contract.Contract{Dedup: contract.DedupKey}})
+	require.ErrorContains(t, err, `destination "subject" (declared in code): contract.retry.max_attempts`)
+	_, err = destinationtest.Check(t.Context(), destinationtest.Subject{Adapter: m,
+		Contract: contract.Contract{Dedup: contract.DedupKey, Retry: retry}})
+	require.ErrorContains(t, err, "Subject.Count is nil")
+}
