@@ -4,8 +4,10 @@
 // effect committed, a timeout before it, a worker that dies between the
 // commit and the answer, concurrent attempts with one key, the same key
 // with another payload, an invalid payload, a repeat near and past the key
-// retention), each through Courier's real Delivery workflow: the SDK's test
-// environment by default, a real server when Subject.Client is set.
+// retention), through Courier's real Delivery workflow: the SDK's test
+// environment by default, a real server when Subject.Client is set. Only the
+// concurrent attempts go straight to the adapter, as do, on a real server,
+// those with another payload (the server refuses them before any attempt).
 //
 // What a case expects follows from the declared contract and the one
 // decision table (contract.Next): an adapter that classifies honestly and
@@ -63,10 +65,10 @@ type Subject struct {
 	// Invalid, when set, is a payload the destination refuses as invalid:
 	// the rejection case runs with it.
 	Invalid json.RawMessage
-	// Client, when set, runs the deliveries on a real Temporal server
-	// (its default namespace) through a worker the kit starts on it. No
-	// other Courier worker may poll that namespace while the kit runs.
-	// nil: the SDK's test environment.
+	// Client, when set, runs the deliveries on a real Temporal server, in
+	// the client's namespace (with Courier's search attributes), through a
+	// worker the kit starts there: no other Courier worker may poll that
+	// namespace while the kit runs. nil: the SDK's test environment.
 	Client client.Client
 }
 
@@ -79,6 +81,7 @@ type Failure struct {
 	Message string
 }
 
+// String is the failure as Run reports it: the case, then the message.
 func (f Failure) String() string { return f.Case + ": " + f.Message }
 
 // Run runs every case that applies to the subject's contract as a subtest,
