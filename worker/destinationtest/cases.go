@@ -246,6 +246,10 @@ func crashed(ctx context.Context, k *kit) ([]string, error) {
 		return nil, err
 	}
 	p := k.faults.observed(key)
+	if !p.canceled {
+		k.note("the adapter answered %s before Count saw the effect, so its context never ended between the commit and the answer: "+
+			"the crash was not exercised", p.answered.Class)
+	}
 	dc := k.declared()
 	var msgs []string
 	if p.canceled && p.late > lateAnswer {
@@ -398,6 +402,9 @@ func aroundRetention(ctx context.Context, k *kit) ([]string, error) {
 			"declare a key_retention no longer than the destination keeps keys, or dedup none", 1)
 	}
 
+	// The throttle's wait puts the lost response past the retention. On the
+	// test environment's clock it passes at once: the workflow decides by
+	// that clock, as on a server it decides by the server's.
 	key, d, effects, err = k.planned(ctx, &plan{fault: throttleFirst, wait: r + retentionMargin})
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/abde64c9/courier/activities/sqldest"
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/lab"
+	"github.com/abde64c9/courier/lab/sandbox"
 	"github.com/abde64c9/courier/worker/destinationtest"
 )
 
@@ -61,6 +63,14 @@ func TestCourierHTTPAdapterKeepsItsContract(t *testing.T) {
 			destinationtest.Run(t, httpSubject(t, sb, cfg, name))
 		})
 	}
+	// Answers that come a while after the commit let the kit end an
+	// attempt's context between the two, as a worker dying there would.
+	t.Run(lab.DestHelpdesk+" answering late", func(t *testing.T) {
+		sb, cfg := courierDestinations(t)
+		require.NoError(t, sb.Inject(lab.SandboxService(cfg.Destinations[lab.DestHelpdesk]),
+			sandbox.Fault{Kind: sandbox.FaultDelayAfterCommit, Count: 100, Delay: 200 * time.Millisecond}))
+		destinationtest.Run(t, httpSubject(t, sb, cfg, lab.DestHelpdesk))
+	})
 }
 
 // TestIgnoringDestinationFailsTheKit: the sandbox's service that accepts

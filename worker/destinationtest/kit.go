@@ -100,6 +100,7 @@ func Run(t *testing.T, s Subject) {
 			if why := c.skip(k); why != "" {
 				t.Skip(why)
 			}
+			k.logf = t.Logf
 			msgs, err := c.run(t.Context(), k)
 			if err != nil {
 				t.Fatal(err)
@@ -146,6 +147,8 @@ type kit struct {
 	deliver  deliverer
 	run      string // makes business ids unique to this run
 	n        int
+	// logf, under Run, logs what a case could not exercise.
+	logf func(format string, args ...any)
 }
 
 func newKit(ctx context.Context, s Subject) (*kit, error) {
@@ -203,6 +206,13 @@ func (k *kit) payload(n int) json.RawMessage {
 func (k *kit) next() int {
 	k.n++
 	return k.n
+}
+
+// note logs what a case could not exercise, under Run.
+func (k *kit) note(format string, args ...any) {
+	if k.logf != nil {
+		k.logf(format, args...)
+	}
 }
 
 // declared names the contract in a failure's message.
