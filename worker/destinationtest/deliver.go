@@ -68,6 +68,18 @@ func (noEarlierRuns) Earlier(context.Context, string, string) ([]activities.Earl
 	return nil, nil
 }
 
+// maxReviews bounds how often the kit answers one delivery's reviews: a
+// delivery that keeps parking does not take the kit's answers.
+const maxReviews = 5
+
+func tooManyReviews(d delivered) error {
+	why := "no evidence"
+	if r := d.parked[len(d.parked)-1].Review; r != nil {
+		why = r.Evidence
+	}
+	return fmt.Errorf("the delivery parked for review %d times and took none of the kit's answers; last: %s", len(d.parked), why)
+}
+
 // reviewPoll is how often, on the test environment's clock, the kit looks
 // for a parked delivery.
 const reviewPoll = time.Minute
@@ -96,11 +108,18 @@ func (e *testEnv) deliver(_ context.Context, in workflows.DeliveryInput, review 
 			return
 		}
 		out.parked = append(out.parked, st)
+		if len(out.parked) > maxReviews {
+			env.CancelWorkflow()
+			return
+		}
 		env.SignalWorkflow(workflows.SignalReview, review(st))
 		env.RegisterDelayedCallback(look, reviewPoll)
 	}
 	env.RegisterDelayedCallback(look, reviewPoll)
 	env.ExecuteWorkflow(workflows.WorkflowType, in)
+	if len(out.parked) > maxReviews {
+		return out, tooManyReviews(out)
+	}
 	if !env.IsWorkflowCompleted() {
 		return out, fmt.Errorf("delivery did not complete in the test environment (last status query: %v)", queryErr)
 	}
@@ -119,15 +138,15 @@ func (e *testEnv) repeats() bool { return true }
 
 func (e *testEnv) close() {}
 
-// real runs deliveries on a real server, through the starter, with a worker
+// server runs deliveries on a real server, through the starter, with a worker
 // of the kit's own.
-type real struct {
+type server struct {
 	starter *starter.Client
 	workers []sdkworker.Worker
 }
 
-func startReal(_ context.Context, c client.Client, cfg destinations.Config, ad destination.Adapter) (*real, error) {
-	r := &real{starter: starter.New(c)}
+func startReal(_ context.Context, c client.Client, cfg destinations.Config, ad destination.Adapter) (*server, error) {
+	r := &server{starter: starter.New(c)}
 	acts := worker.NewActivities(c, cfg, adapters(cfg, ad))
 	for _, w := range worker.New(c, cfg, acts, sdkworker.Options{}) {
 		if err := w.Start(); err != nil {
@@ -142,11 +161,14 @@ func startReal(_ context.Context, c client.Client, cfg destinations.Config, ad d
 // statusPoll paces the kit's look for a review decision taking hold.
 const statusPoll = 100 * time.Millisecond
 
-func (r *real) deliver(ctx context.Context, in workflows.DeliveryInput, review reviewer) (delivered, error) {
+func (r *server) deliver(ctx context.Context, in workflows.DeliveryInput, review reviewer) (delivered, error) {
 	var out delivered
 	st, err := r.starter.Deliver(ctx, in)
 	for err == nil && st.State == workflows.StateAwaitingReview {
 		out.parked = append(out.parked, st)
+		if len(out.parked) > maxReviews {
+			return out, tooManyReviews(out)
+		}
 		seen := 0
 		if st.Review != nil {
 			seen = len(st.Review.Decisions)
@@ -173,9 +195,9 @@ func (r *real) deliver(ctx context.Context, in workflows.DeliveryInput, review r
 	return out, nil
 }
 
-func (r *real) repeats() bool { return false }
+func (r *server) repeats() bool { return false }
 
-func (r *real) close() {
+func (r *server) close() {
 	for _, w := range r.workers {
 		w.Stop()
 	}
