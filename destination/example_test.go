@@ -112,4 +112,44 @@ func TestOwnAdapterOnARealServer(t *testing.T) {
 	destinationtest.Run(t, destinationtest.Subject{
 		Name: "ledger", Adapter: ledger, Contract: ledgerContract, Count: ledger.Count, Client: srv.Client(),
 	})
+
+	t.Run("an adapter that ignores keys fails there too", func(t *testing.T) {
+		c := &careless{}
+		fs, err := destinationtest.Check(ctx, destinationtest.Subject{
+			Name: "careless", Adapter: c, Contract: ledgerContract, Count: c.Count, Client: srv.Client(),
+		})
+		require.NoError(t, err)
+		for _, f := range fs {
+			t.Log(f)
+		}
+		require.NotEmpty(t, fs)
+		require.Equal(t, "lost_response_same_key", fs[0].Case)
+		require.Contains(t, fs[0].Message, "declared dedup key with key_retention 2s, but a repeat with the same key after a lost response made a second effect")
+	})
+}
+
+// careless declares dedup key and ignores the key: every attempt is a new
+// entry.
+type careless struct {
+	mu   sync.Mutex
+	keys []string
+}
+
+func (c *careless) Deliver(_ context.Context, req destination.Request) destination.Outcome {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.keys = append(c.keys, req.Key)
+	return destination.Outcome{Class: destination.Created, Receipt: &destination.Receipt{ResourceID: fmt.Sprint("careless-", len(c.keys))}}
+}
+
+func (c *careless) Count(_ context.Context, key string) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, k := range c.keys {
+		if k == key {
+			n++
+		}
+	}
+	return n, nil
 }
