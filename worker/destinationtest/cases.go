@@ -354,7 +354,10 @@ func changedPayload(ctx context.Context, k *kit) ([]string, error) {
 		actx, cancel := context.WithTimeout(ctx, k.contract.Retry.AttemptTimeout.D())
 		out := k.s.Adapter.Deliver(actx, req)
 		cancel()
-		class, how = string(out.Class), fmt.Sprintf("%s (%s)", out.Class, out.Error)
+		class, how = string(out.Class), string(out.Class)
+		if out.Error != "" {
+			how += " (" + out.Error + ")"
+		}
 	}
 	effects, err := k.count(ctx, key)
 	if err != nil {
