@@ -139,7 +139,15 @@ func attempted(d delivered) string {
 		return "no attempt"
 	}
 	a := d.result.Attempts[0]
-	return fmt.Sprintf("%s (%s)", a.Class, a.Error)
+	return said(a.Class, a.Error)
+}
+
+// said is an answer's class, with its error when it has one.
+func said(class contract.Class, err string) string {
+	if err == "" {
+		return string(class)
+	}
+	return fmt.Sprintf("%s (%s)", class, err)
 }
 
 // ended says how a delivery ended.
@@ -258,9 +266,9 @@ func crashed(ctx context.Context, k *kit) ([]string, error) {
 	}
 	switch {
 	case effects > 1 && p.answered.Class.NothingApplied():
-		msgs = append(msgs, fmt.Sprintf("%s, but when its context ended between the commit and the answer the adapter answered %s (%s), "+
+		msgs = append(msgs, fmt.Sprintf("%s, but when its context ended between the commit and the answer the adapter answered %s, "+
 			"which says nothing was applied, and the retry made a second effect (%d for key %s): answer Unknown when the request may have been "+
-			"written (destination.Failed(err, true))", dc, p.answered.Class, p.answered.Error, effects, key))
+			"written (destination.Failed(err, true))", dc, said(p.answered.Class, p.answered.Error), effects, key))
 	case effects > 1:
 		msgs = append(msgs, fmt.Sprintf("%s, but a repeat with the same key after a crashed attempt made a second effect: "+
 			"declare dedup none until it honours keys; %d effects for key %s, the delivery ended %s", dc, effects, key, ended(d)))
@@ -354,10 +362,7 @@ func changedPayload(ctx context.Context, k *kit) ([]string, error) {
 		actx, cancel := context.WithTimeout(ctx, k.contract.Retry.AttemptTimeout.D())
 		out := k.s.Adapter.Deliver(actx, req)
 		cancel()
-		class, how = string(out.Class), string(out.Class)
-		if out.Error != "" {
-			how += " (" + out.Error + ")"
-		}
+		class, how = string(out.Class), said(out.Class, out.Error)
 	}
 	effects, err := k.count(ctx, key)
 	if err != nil {
