@@ -79,7 +79,7 @@ func shortRetention(k *kit) string {
 // input is the n-th delivery of a case.
 func (k *kit) input(n int) workflows.DeliveryInput {
 	return workflows.DeliveryInput{
-		Operation: opkey.Operation{Destination: k.name, Operation: "conformance", BusinessID: fmt.Sprintf("kit-%s-%d", k.run, n)},
+		Operation: opkey.Operation{Tenant: k.tenant, Destination: k.name, Operation: "conformance", BusinessID: fmt.Sprintf("kit-%s-%d", k.run, n)},
 		Payload:   k.payload(n),
 	}
 }
@@ -90,7 +90,7 @@ func (k *kit) request(in workflows.DeliveryInput, attempt int) (destination.Requ
 	if err != nil {
 		return destination.Request{}, fmt.Errorf("Subject.Payload: %w", err)
 	}
-	return destination.Request{Key: opkey.Key(in.Operation), Fingerprint: fp, Destination: k.name,
+	return destination.Request{Key: opkey.Key(in.Operation), Fingerprint: fp, Tenant: in.Tenant, Destination: k.name,
 		Operation: in.Operation.Operation, BusinessID: in.BusinessID, Payload: in.Payload,
 		Attempt: attempt, Contract: k.contract}, nil
 }

@@ -146,6 +146,7 @@ type kit struct {
 	faults   *faulty
 	deliver  deliverer
 	run      string // makes business ids unique to this run
+	tenant   string
 	n        int
 	// logf, under Run, logs what a case could not exercise.
 	logf func(format string, args ...any)
@@ -178,6 +179,9 @@ func newKit(ctx context.Context, s Subject) (*kit, error) {
 	// The kit answers every review itself, so it needs no reviewers' keys.
 	decl.Reviewers = nil
 	k.cfg.Destinations[k.name] = decl
+	if len(decl.Tenants) > 0 {
+		k.tenant = decl.Tenants[0] // a tenant the destination serves
+	}
 	k.faults = &faulty{inner: s.Adapter, count: s.Count, plans: map[string]*plan{}}
 	var err error
 	if s.Client != nil {

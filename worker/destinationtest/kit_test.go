@@ -13,6 +13,7 @@ import (
 
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/destination"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/worker/destinationtest"
 )
 
@@ -99,6 +100,11 @@ func TestHonestAdaptersPass(t *testing.T) {
 	t.Run("key with a short retention", func(t *testing.T) {
 		s := subject(&memory{honoursKeys: true}, contract.DedupKey)
 		s.Contract.KeyRetention = contract.Duration(2 * time.Second)
+		destinationtest.Run(t, s)
+	})
+	t.Run("declared for one tenant", func(t *testing.T) {
+		s := subject(&memory{honoursKeys: true}, contract.DedupKey)
+		s.Destination = &destinations.Destination{Adapter: destinations.AdapterGo, Tenants: []string{"acme"}, Contract: s.Contract}
 		destinationtest.Run(t, s)
 	})
 }
