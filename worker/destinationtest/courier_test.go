@@ -12,6 +12,7 @@ import (
 
 	"github.com/abde64c9/courier/activities/httpdest"
 	"github.com/abde64c9/courier/activities/sqldest"
+	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/lab"
 	"github.com/abde64c9/courier/lab/sandbox"
@@ -69,6 +70,16 @@ func TestCourierHTTPAdapterKeepsItsContract(t *testing.T) {
 		sb, cfg := courierDestinations(t)
 		require.NoError(t, sb.Inject(lab.SandboxService(cfg.Destinations[lab.DestHelpdesk]),
 			sandbox.Fault{Kind: sandbox.FaultDelayAfterCommit, Count: 100, Delay: 200 * time.Millisecond}))
+		destinationtest.Run(t, httpSubject(t, sb, cfg, lab.DestHelpdesk))
+	})
+	// Declared to keep keys for less time than the service does: a repeat
+	// within that time replays, a lost response past it parks.
+	t.Run(lab.DestHelpdesk+" with a short key retention", func(t *testing.T) {
+		sb, cfg := courierDestinations(t)
+		d := cfg.Destinations[lab.DestHelpdesk]
+		d.Contract.KeyRetention = contract.Duration(2 * time.Second)
+		d.Contract.Retry.AttemptTimeout = contract.Duration(3 * time.Second)
+		cfg.Destinations[lab.DestHelpdesk] = d
 		destinationtest.Run(t, httpSubject(t, sb, cfg, lab.DestHelpdesk))
 	})
 }
