@@ -58,15 +58,14 @@ func StartNATS(dir string, window time.Duration) (_ *NATS, err error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return n, n.CreateStream(ctx, NATSStream, NATSSubject, window)
+	return n, n.CreateStream(ctx, jetstream.StreamConfig{Name: NATSStream, Subjects: []string{NATSSubject}, Duplicates: window})
 }
 
-// CreateStream adds a stream that captures subject and remembers message
-// ids for window.
-func (n *NATS) CreateStream(ctx context.Context, name, subject string, window time.Duration) error {
-	_, err := n.js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{subject}, Duplicates: window})
-	if err != nil {
-		return fmt.Errorf("create stream %s: %w", name, err)
+// CreateStream adds a stream; its Duplicates is how long it remembers
+// message ids.
+func (n *NATS) CreateStream(ctx context.Context, cfg jetstream.StreamConfig) error {
+	if _, err := n.js.CreateStream(ctx, cfg); err != nil {
+		return fmt.Errorf("create stream %s: %w", cfg.Name, err)
 	}
 	return nil
 }
@@ -132,6 +131,7 @@ type NATSLink struct {
 
 	mu   sync.Mutex
 	lose *loseAck
+	late time.Duration
 }
 
 // loseAck is a staged loss: the next publish to subject.
@@ -171,6 +171,20 @@ func (l *NATSLink) LoseNextAck(subject string, hold time.Duration, after func())
 	l.lose = &loseAck{subject: []byte("PUB " + subject + " "), hold: hold, after: after}
 }
 
+// AnswerLate delays everything the server sends by late: a publish's
+// acknowledgement comes that long after the stream stored the message.
+func (l *NATSLink) AnswerLate(late time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.late = late
+}
+
+func (l *NATSLink) lateness() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.late
+}
+
 // take returns the staged loss if chunk publishes to its subject.
 func (l *NATSLink) take(chunk []byte) *loseAck {
 	l.mu.Lock()
@@ -200,7 +214,7 @@ func (l *NATSLink) accept() {
 		var deaf sync.Once
 		muted := make(chan struct{})
 		go l.toServer(c, up, func() { deaf.Do(func() { close(muted) }) })
-		go toClient(up, c, muted)
+		go l.toClient(up, c, muted)
 	}
 }
 
@@ -234,8 +248,9 @@ func (l *NATSLink) toServer(c, up net.Conn, mute func()) {
 	}
 }
 
-// toClient copies the server's bytes to the client until muted.
-func toClient(up, c net.Conn, muted <-chan struct{}) {
+// toClient copies the server's bytes to the client, late if the link
+// answers late, until muted.
+func (l *NATSLink) toClient(up, c net.Conn, muted <-chan struct{}) {
 	defer c.Close()
 	defer up.Close()
 	buf := make([]byte, 64<<10)
@@ -244,6 +259,7 @@ func toClient(up, c net.Conn, muted <-chan struct{}) {
 		select {
 		case <-muted: // read and lost, until the connection is cut
 		default:
+			time.Sleep(l.lateness())
 			if _, werr := c.Write(buf[:n]); werr != nil {
 				return
 			}

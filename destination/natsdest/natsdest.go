@@ -199,8 +199,9 @@ func classify(err error) destination.Outcome {
 		// The server answered that no stream listens on the subject.
 		return destination.Outcome{Class: destination.NotSent,
 			Error: "not sent, no stream captures the subject (the stream is missing or its subjects changed): " + err.Error()}
-	case errors.Is(err, nats.ErrReconnectBufExceeded), errors.Is(err, nats.ErrMaxPayload),
-		errors.Is(err, nats.ErrBadSubject), errors.Is(err, nats.ErrHeadersNotSupported):
+	case errors.Is(err, nats.ErrMaxPayload):
+		return destination.Outcome{Class: destination.Rejected, Error: "the payload is larger than the server takes (max_payload): " + err.Error()}
+	case errors.Is(err, nats.ErrReconnectBufExceeded), errors.Is(err, nats.ErrBadSubject), errors.Is(err, nats.ErrHeadersNotSupported):
 		return destination.Failed(err, false)
 	case errors.As(err, &api) && api.Code == 503:
 		// The stream answered that it cannot store now: nothing stored.

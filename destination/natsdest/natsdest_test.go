@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/abde64c9/courier/contract"
@@ -23,9 +25,9 @@ func startNATS(t *testing.T, window time.Duration) *lab.NATS {
 	return n
 }
 
-func open(t *testing.T, url string, retention time.Duration) *natsdest.Adapter {
+func open(t *testing.T, url, stream, subject string, retention time.Duration) *natsdest.Adapter {
 	t.Helper()
-	ad, err := natsdest.New(natsdest.Options{URL: url, Stream: lab.NATSStream, Subject: lab.NATSSubject, KeyRetention: retention})
+	ad, err := natsdest.New(natsdest.Options{URL: url, Stream: stream, Subject: subject, KeyRetention: retention})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = ad.Close() })
 	return ad
@@ -41,7 +43,7 @@ func request(key string) destination.Request {
 func TestDeliver(t *testing.T) {
 	ctx := context.Background()
 	n := startNATS(t, time.Minute)
-	ad := open(t, n.URL, time.Minute)
+	ad := open(t, n.URL, lab.NATSStream, lab.NATSSubject, time.Minute)
 
 	_, err := n.Publish(ctx, lab.NATSSubject, "before", []byte("{}"))
 	require.NoError(t, err)
@@ -67,7 +69,7 @@ func TestDeliver(t *testing.T) {
 func TestDeliverConflict(t *testing.T) {
 	ctx := context.Background()
 	n := startNATS(t, time.Minute)
-	ad := open(t, n.URL, time.Minute)
+	ad := open(t, n.URL, lab.NATSStream, lab.NATSSubject, time.Minute)
 	require.Equal(t, destination.Created, ad.Deliver(ctx, request("k2")).Class)
 	other := request("k2")
 	other.Payload, other.Fingerprint = json.RawMessage(`{"order":"changed"}`), "fp-changed"
@@ -102,7 +104,7 @@ func TestNewChecksTheStream(t *testing.T) {
 			require.EqualError(t, err, c.wantError)
 		})
 	}
-	open(t, n.URL, 30*time.Second) // the window itself is fine
+	open(t, n.URL, lab.NATSStream, lab.NATSSubject, 30*time.Second) // the window itself is fine
 }
 
 // TestDeliverNotSent: with the stream gone, the server answers that no
@@ -110,7 +112,7 @@ func TestNewChecksTheStream(t *testing.T) {
 func TestDeliverNotSent(t *testing.T) {
 	ctx := context.Background()
 	n := startNATS(t, time.Minute)
-	ad := open(t, n.URL, time.Minute)
+	ad := open(t, n.URL, lab.NATSStream, lab.NATSSubject, time.Minute)
 	require.NoError(t, n.DeleteStream(ctx, lab.NATSStream))
 	out := ad.Deliver(ctx, request("k-gone"))
 	require.Equal(t, destination.NotSent, out.Class)
@@ -128,7 +130,7 @@ func TestDeliverAckLost(t *testing.T) {
 	link, err := lab.NewNATSLink(n.URL)
 	require.NoError(t, err)
 	defer link.Close()
-	ad := open(t, link.URL(), time.Minute)
+	ad := open(t, link.URL(), lab.NATSStream, lab.NATSSubject, time.Minute)
 	link.LoseNextAck(lab.NATSSubject, 2*time.Second, nil)
 	req := request("k-lost")
 	req.Contract.Retry.AttemptTimeout = contract.Duration(time.Second)
@@ -157,7 +159,7 @@ func TestDeliverAckLost(t *testing.T) {
 func TestDeliverOtherStream(t *testing.T) {
 	ctx := context.Background()
 	n := startNATS(t, time.Minute)
-	require.NoError(t, n.CreateStream(ctx, "OTHER", "other.x", time.Minute))
+	require.NoError(t, n.CreateStream(ctx, jetstream.StreamConfig{Name: "OTHER", Subjects: []string{"other.x"}, Duplicates: time.Minute}))
 	ad, err := natsdest.New(natsdest.Options{URL: n.URL, Stream: lab.NATSStream, Subject: "other.x", KeyRetention: time.Minute})
 	require.NoError(t, err)
 	defer ad.Close()
@@ -167,4 +169,16 @@ func TestDeliverOtherStream(t *testing.T) {
 	seqs, err := n.Sequences(ctx, "OTHER", "k-other")
 	require.NoError(t, err)
 	require.Empty(t, seqs)
+}
+
+// TestDeliverTooLarge: a payload over the server's max_payload is refused
+// before it is written, and will be again: rejected.
+func TestDeliverTooLarge(t *testing.T) {
+	n := startNATS(t, time.Minute)
+	ad := open(t, n.URL, lab.NATSStream, lab.NATSSubject, time.Minute)
+	req := request("k-large")
+	req.Payload = json.RawMessage(`"` + strings.Repeat("x", 2<<20) + `"`)
+	out := ad.Deliver(context.Background(), req)
+	require.Equal(t, destination.Rejected, out.Class)
+	require.Equal(t, "the payload is larger than the server takes (max_payload): nats: maximum payload exceeded", out.Error)
 }

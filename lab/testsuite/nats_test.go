@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 	sdkworker "go.temporal.io/sdk/worker"
 
@@ -47,8 +48,8 @@ func TestRealNATS(t *testing.T) {
 	n, err := lab.StartNATS(t.TempDir(), time.Minute)
 	require.NoError(t, err)
 	defer n.Close()
-	require.NoError(t, n.CreateStream(ctx, "EVENTS", "events.short", time.Second))
-	require.NoError(t, n.CreateStream(ctx, "GONE", "gone.x", time.Minute))
+	require.NoError(t, n.CreateStream(ctx, jetstream.StreamConfig{Name: "EVENTS", Subjects: []string{"events.short"}, Duplicates: time.Second}))
+	require.NoError(t, n.CreateStream(ctx, jetstream.StreamConfig{Name: "GONE", Subjects: []string{"gone.x"}, Duplicates: time.Minute}))
 	link, err := lab.NewNATSLink(n.URL)
 	require.NoError(t, err)
 	defer link.Close()
