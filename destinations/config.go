@@ -187,8 +187,8 @@ func (c *Config) Declare(name string, d Destination) error {
 	return nil
 }
 
-// withDefaults fills the contract's optional fields. A Go or NATS adapter places
-// the key itself, so it gets no default key header.
+// withDefaults fills the contract's optional fields. A Go or NATS adapter
+// places the key itself, so it gets no default key header.
 func (d Destination) withDefaults() Destination {
 	header := d.Contract.KeyHeader
 	d.Contract = d.Contract.WithDefaults()
@@ -241,9 +241,9 @@ func (d Destination) validate() error {
 	case AdapterNATS:
 		errs = append(errs, d.validateNATS())
 	case "":
-		errs = append(errs, errors.New("adapter: missing; use http, sql or go"))
+		errs = append(errs, errors.New("adapter: missing; use http, sql, nats or go"))
 	default:
-		errs = append(errs, fmt.Errorf("adapter: %q unknown; use http, sql or go", d.Adapter))
+		errs = append(errs, fmt.Errorf("adapter: %q unknown; use http, sql, nats or go", d.Adapter))
 	}
 	if d.NATS != nil && d.Adapter != AdapterNATS {
 		errs = append(errs, errors.New("nats: only for adapter nats"))
