@@ -123,6 +123,8 @@ func lookup(ctx context.Context, ad destination.Adapter, req Request) (Found, er
 	if !ok {
 		return Found{}, fmt.Errorf("destination %q declares dedup lookup, but its adapter has no Lookup: %w", req.Destination, ErrUnreadable)
 	}
+	ctx, cancel := attemptContext(ctx, req)
+	defer cancel()
 	f, err := lk.Lookup(ctx, req.Attempted())
 	if err != nil {
 		return f, err

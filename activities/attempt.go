@@ -85,7 +85,7 @@ func (a *Activities) Attempt(ctx context.Context, req Request) (Outcome, error) 
 		looked := out.EarlierRunsChecked
 		var answered bool
 		if out, answered = a.lookFirst(ctx, ad, req, own); !answered {
-			out = nameTheOriginal(attempted(ad.Deliver(ctx, req.Attempted())))
+			out = nameTheOriginal(attempted(deliver(ctx, ad, req)))
 		}
 		out.EarlierRunsChecked = looked
 		if a.Ledger != nil {
@@ -137,6 +137,24 @@ func (a *Activities) lookFirst(ctx context.Context, ad destination.Adapter, req 
 		return Outcome{Class: contract.ClassReplayed, Receipt: f.Receipt}, true
 	}
 	return Outcome{}, false
+}
+
+// deliver makes the adapter's one attempt within the contract's attempt
+// timeout, so that an adapter that sets no deadline of its own still
+// answers before the workflow gives up on the activity.
+func deliver(ctx context.Context, ad destination.Adapter, req Request) destination.Outcome {
+	ctx, cancel := attemptContext(ctx, req)
+	defer cancel()
+	return ad.Deliver(ctx, req.Attempted())
+}
+
+// attemptContext bounds one call to the adapter by the recorded contract's
+// attempt timeout.
+func attemptContext(ctx context.Context, req Request) (context.Context, context.CancelFunc) {
+	if req.Contract != nil && req.Contract.Retry.AttemptTimeout > 0 {
+		return context.WithTimeout(ctx, req.Contract.Retry.AttemptTimeout.D())
+	}
+	return context.WithCancel(ctx)
 }
 
 // attempted is an adapter's outcome as the attempt records it. An adapter

@@ -47,8 +47,9 @@ import (
 type Adapter interface {
 	// Deliver makes exactly one attempt to apply req's effect and
 	// classifies what happened. Failures are facts to classify (see
-	// Failed), never a reason to try again inside the call. It returns
-	// once ctx ends, at the latest.
+	// Failed), never a reason to try again inside the call. ctx ends at
+	// the contract's attempt timeout (or sooner, when the worker stops):
+	// return once it ends, at the latest.
 	Deliver(ctx context.Context, req Request) Outcome
 }
 
