@@ -27,6 +27,8 @@ const (
 	// destination's name (a destination.Adapter); the file declares only
 	// its contract, reviewers, tenants and pacing.
 	AdapterGo = "go"
+	// AdapterSMTP sends email (smtp.go).
+	AdapterSMTP = "smtp"
 )
 
 // Destination is one configured target: where it is, how to reach it, and
@@ -52,6 +54,8 @@ type Destination struct {
 	Driver string `json:"driver,omitempty"` // sqlite or pgx
 	DSN    string `json:"dsn,omitempty"`
 	Table  string `json:"table,omitempty"`
+
+	SMTP *SMTP `json:"smtp,omitempty"`
 
 	// RateLimit, when positive, caps this destination's attempts per second
 	// across all workers (a task queue of its own with a server-side limit).
@@ -234,11 +238,13 @@ func (d Destination) validate() error {
 			errs = append(errs, errors.New("contract.key_header, key_field, replay_marker: only for adapter http; "+
 				"a Go adapter gives the destination the key itself (destination.Request.Key) and says when it replayed"))
 		}
+	case AdapterSMTP: // validateSMTP
 	case "":
 		errs = append(errs, errors.New("adapter: missing; use http, sql or go"))
 	default:
 		errs = append(errs, fmt.Errorf("adapter: %q unknown; use http, sql or go", d.Adapter))
 	}
+	errs = append(errs, d.validateSMTP())
 	if d.Auth != nil {
 		errs = append(errs, d.Auth.validate("auth"))
 	}

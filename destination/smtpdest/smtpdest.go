@@ -68,6 +68,20 @@ type Adapter struct {
 
 // New checks o and returns its adapter.
 func New(o Options) (*Adapter, error) {
+	a, err := o.adapter()
+	if err != nil {
+		return nil, fmt.Errorf("smtp destination: %w", err)
+	}
+	return a, nil
+}
+
+// Check reports every way o is not usable, each naming its field.
+func (o Options) Check() error {
+	_, err := o.adapter()
+	return err
+}
+
+func (o Options) adapter() (*Adapter, error) {
 	var errs []error
 	if _, port, err := net.SplitHostPort(o.Addr); err != nil || port == "" {
 		errs = append(errs, fmt.Errorf("addr: %q is not host:port, e.g. mail.example.com:587", o.Addr))
@@ -94,7 +108,7 @@ func New(o Options) (*Adapter, error) {
 		errs = append(errs, fmt.Errorf("hello: %q is not a host name", o.Hello))
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("smtp destination: %w", err)
+		return nil, err
 	}
 	return a, nil
 }
