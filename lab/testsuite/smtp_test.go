@@ -1,0 +1,126 @@
+package testsuite
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"testing"
+
+	"github.com/stretchr/testify/suite"
+	sdktest "go.temporal.io/sdk/testsuite"
+
+	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destination"
+	"github.com/abde64c9/courier/destination/smtpdest"
+	"github.com/abde64c9/courier/destinations"
+	"github.com/abde64c9/courier/lab"
+	"github.com/abde64c9/courier/opkey"
+	"github.com/abde64c9/courier/worker"
+	"github.com/abde64c9/courier/workflows"
+)
+
+// SMTPSuite delivers mail through the real Delivery workflow (the SDK's
+// test environment) to the lab's mail sink over loopback, with the smtp
+// destination declared in a destinations file and opened by the worker.
+type SMTPSuite struct {
+	suite.Suite
+	sdktest.WorkflowTestSuite
+	sink *lab.MailSink
+}
+
+func TestSMTP(t *testing.T) { suite.Run(t, new(SMTPSuite)) }
+
+func (s *SMTPSuite) SetupTest() {
+	var err error
+	s.sink, err = lab.StartMailSink("", s.T().TempDir())
+	s.Require().NoError(err)
+}
+
+func (s *SMTPSuite) TearDownTest() { _ = s.sink.Close() }
+
+// deliver runs one delivery to an smtp destination at addr, answering
+// its review with decide.
+func (s *SMTPSuite) deliver(addr, id string, decide Decider) Outcome {
+	cfg, err := destinations.Parse([]byte(`{"destinations": {"mail": {"adapter": "smtp",
+  "smtp": {"addr": "` + addr + `", "from": "courier@example.com", "to": ["ops@example.com"]},
+  "contract": {"dedup": "none", "retry": {"max_attempts": 3, "attempt_timeout": "10s", "deadline": "5m"}}}}}`))
+	s.Require().NoError(err)
+	ads, err := worker.OpenAdapters(cfg, nil)
+	s.Require().NoError(err)
+	defer ads.Close()
+	acts := worker.NewActivities(nil, cfg, ads)
+	acts.Runs = noEarlierRuns{}
+	in := workflows.DeliveryInput{
+		Operation: opkey.Operation{Tenant: "acme", Destination: "mail", Operation: "notify-shipped", BusinessID: id},
+		Payload:   json.RawMessage(`{"subject": "Order ` + id + ` shipped", "text": "It left the warehouse."}`),
+	}
+	out, err := TestEnv{Env: &Env{Config: cfg, Activities: acts}, Suite: &s.WorkflowTestSuite}.Deliver(context.Background(), in, decide)
+	s.Require().NoError(err)
+	return out
+}
+
+func messageID(id string) string {
+	return smtpdest.MessageID(opkey.Key(opkey.Operation{Tenant: "acme", Destination: "mail", Operation: "notify-shipped", BusinessID: id}),
+		smtpdest.DefaultDomain)
+}
+
+func (s *SMTPSuite) TestCreated() {
+	out := s.deliver(s.sink.Addr, "1042", nil)
+	res := out.Result
+	s.Require().Equal(workflows.StatusCreated, res.Status, res.Error)
+	s.Require().Equal(messageID("1042"), res.Receipt.ResourceID)
+	s.Require().Equal(1, s.sink.Count(res.Receipt.ResourceID))
+	s.Require().Len(s.sink.Messages(), 1)
+}
+
+// TestLostAnswerAfterData: the sink keeps the mail and drops the
+// connection before its 250. SMTP cannot deduplicate, so the delivery
+// parks with one mail delivered; the reviewer finds it by its Message-ID
+// and decides delivered, naming it.
+func (s *SMTPSuite) TestLostAnswerAfterData() {
+	s.sink.Inject(lab.MailDropAfterData)
+	id := messageID("1043")
+	var parked workflows.DeliveryStatus
+	out := s.deliver(s.sink.Addr, "1043", func(st workflows.DeliveryStatus) *workflows.ReviewDecision {
+		parked = st
+		s.Require().Equal(1, s.sink.Count(id), "one mail when the delivery parks")
+		return &workflows.ReviewDecision{Decision: workflows.DecisionDelivered, Reviewer: "ops",
+			Note: "found it in the mailbox", ResourceID: id}
+	})
+	s.Require().Equal(workflows.StateAwaitingReview, parked.State)
+	s.Require().Len(parked.Attempts, 1)
+	s.Require().Equal(contract.ClassUnknown, parked.Attempts[0].Class)
+	s.Require().Contains(parked.Attempts[0].Error, "connection closed after the request was written")
+	res := out.Result
+	s.Require().Equal(workflows.StatusDeliveredByReview, res.Status, res.Error)
+	s.Require().Equal(id, res.Receipt.ResourceID)
+	s.Require().Equal(destination.SourceReview, res.Receipt.Source)
+	s.Require().Equal(1, s.sink.Count(id), "no second mail")
+}
+
+// TestRefusedDial: nobody listens, so every attempt is not sent and the
+// budget ends it with no mail.
+func (s *SMTPSuite) TestRefusedDial() {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	s.Require().NoError(err)
+	addr := ln.Addr().String()
+	s.Require().NoError(ln.Close())
+	res := s.deliver(addr, "1044", nil).Result
+	s.Require().Equal(workflows.StatusAttemptLimit, res.Status, res.Error)
+	s.Require().Len(res.Attempts, 3)
+	for _, a := range res.Attempts {
+		s.Require().Equal(contract.ClassNotSent, a.Class, a.Error)
+	}
+	s.Require().True(res.LeftNoEffect())
+}
+
+// TestRecipientRefused: a 550 to RCPT TO rejects the delivery at once,
+// and nothing was sent.
+func (s *SMTPSuite) TestRecipientRefused() {
+	s.sink.Inject(lab.MailRejectRecipient)
+	res := s.deliver(s.sink.Addr, "1045", nil).Result
+	s.Require().Equal(workflows.StatusRejected, res.Status, res.Error)
+	s.Require().Len(res.Attempts, 1)
+	s.Require().Equal(550, res.Attempts[0].StatusCode)
+	s.Require().Empty(s.sink.Messages())
+}
