@@ -28,6 +28,10 @@ const (
 	// MailRejectRecipient answers the next RCPT TO with 550: no mailbox,
 	// nothing delivered.
 	MailRejectRecipient MailFault = "reject_recipient"
+	// MailDeferData and MailRefuseData answer the next message's end
+	// with 451 and 554: not taken, nothing delivered.
+	MailDeferData  MailFault = "defer_data"
+	MailRefuseData MailFault = "refuse_data"
 )
 
 // Mail is one message the sink accepted.
@@ -189,6 +193,12 @@ func (ss *sinkSession) Data(r io.Reader) error {
 	b, err := io.ReadAll(r)
 	if err != nil {
 		return err
+	}
+	if ss.sink.take(MailDeferData) {
+		return &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 1}, Message: "mailbox full, try later"}
+	}
+	if ss.sink.take(MailRefuseData) {
+		return &smtp.SMTPError{Code: 554, EnhancedCode: smtp.EnhancedCode{5, 6, 0}, Message: "message refused"}
 	}
 	m := Mail{From: ss.from, To: ss.to, Data: b}
 	msg, err := mail.ReadMessage(bytes.NewReader(b))

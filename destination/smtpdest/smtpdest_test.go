@@ -109,6 +109,22 @@ func TestRecipientRefused(t *testing.T) {
 	require.Empty(t, s.Messages())
 }
 
+// TestAnswerAfterData: the server's own answer to the message's end is
+// what the attempt did: 4xx took nothing for now, 5xx refused it.
+func TestAnswerAfterData(t *testing.T) {
+	s := sink(t)
+	a := adapter(t, s.Addr)
+	s.Inject(lab.MailDeferData)
+	out := deliver(t, a, payload)
+	require.Equal(t, destination.Throttled, out.Class, out.Error)
+	require.Equal(t, "the server did not accept the message for now: SMTP error 451: mailbox full, try later", out.Error)
+	s.Inject(lab.MailRefuseData)
+	out = deliver(t, a, payload)
+	require.Equal(t, destination.Rejected, out.Class, out.Error)
+	require.Equal(t, "the server refused the message: SMTP error 554: message refused", out.Error)
+	require.Empty(t, s.Messages())
+}
+
 // TestAttemptDeadline: a server that never greets holds the attempt only
 // until its context ends, and nothing was sent.
 func TestAttemptDeadline(t *testing.T) {

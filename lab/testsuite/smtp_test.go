@@ -4,8 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"net"
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
+	"github.com/stretchr/testify/require"
 	"github.com/stretchr/testify/suite"
 	sdktest "go.temporal.io/sdk/testsuite"
 
@@ -15,6 +19,7 @@ import (
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/lab"
 	"github.com/abde64c9/courier/opkey"
+	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/worker"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -123,4 +128,66 @@ func (s *SMTPSuite) TestRecipientRefused() {
 	s.Require().Len(res.Attempts, 1)
 	s.Require().Equal(550, res.Attempts[0].StatusCode)
 	s.Require().Empty(s.sink.Messages())
+}
+
+// TestRealSMTP delivers mail on the real dev server with a real `courier
+// worker` process serving the smtp destination from its destinations file,
+// counting the mails the sink kept: created with the Message-ID as resource
+// id; a connection lost after the sink accepted DATA parks with one mail,
+// and the reviewer's delivered decision naming the Message-ID ends it.
+func TestRealSMTP(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Temporal server and a courier worker; run without -short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	srv := sharedServer(t)
+	courier := courierPath(t)
+	dir := t.TempDir()
+	sink, err := lab.StartMailSink("", filepath.Join(dir, "mail"))
+	require.NoError(t, err)
+	defer sink.Close()
+
+	cfgPath := filepath.Join(dir, lab.DestinationsFile)
+	require.NoError(t, os.WriteFile(cfgPath, []byte(`{"destinations": {"mail": {"adapter": "smtp",
+  "smtp": {"addr": "`+sink.Addr+`", "from": "courier@example.com", "to": ["ops@example.com"]},
+  "contract": {"dedup": "none", "retry": {"max_attempts": 3, "attempt_timeout": "10s", "deadline": "1m"}}}}}`), 0o600))
+	runID := newLab(t).RunID
+	tc, err := lab.StartTemporal(ctx, lab.TemporalOptions{Address: srv.HostPort, Namespace: "smtp-" + runID, Logger: testLogger})
+	require.NoError(t, err)
+	defer tc.Close()
+	w, err := lab.StartWorker(ctx, lab.WorkerOptions{Courier: courier, Destinations: cfgPath, Temporal: tc})
+	require.NoError(t, err)
+	defer func() { _, _ = w.Stop(30 * time.Second) }()
+	viaServer := &Real{Starter: starter.New(tc.Client()), Temporal: tc.Client()}
+	input := func(id string) workflows.DeliveryInput {
+		return workflows.DeliveryInput{
+			Operation: opkey.Operation{Tenant: "acme", Destination: "mail", Operation: "notify-shipped", BusinessID: id},
+			Payload:   json.RawMessage(`{"subject": "Order ` + id + ` shipped"}`),
+		}
+	}
+
+	id := "real-" + runID
+	out, err := viaServer.Deliver(ctx, input(id), nil)
+	require.NoError(t, err)
+	require.Equal(t, workflows.StatusCreated, out.Result.Status, out.Result.Error)
+	require.Equal(t, messageID(id), out.Result.Receipt.ResourceID)
+	require.Equal(t, 1, sink.Count(messageID(id)))
+
+	lost := "real-lost-" + runID
+	sink.Inject(lab.MailDropAfterData)
+	parked := 0
+	out, err = viaServer.Deliver(ctx, input(lost), func(st workflows.DeliveryStatus) *workflows.ReviewDecision {
+		parked++
+		require.Equal(t, contract.ClassUnknown, st.Attempts[len(st.Attempts)-1].Class)
+		require.Equal(t, 1, sink.Count(messageID(lost)), "one mail when the delivery parks")
+		return &workflows.ReviewDecision{Decision: workflows.DecisionDelivered, Reviewer: "ops",
+			Note: "found it in the mailbox", ResourceID: messageID(lost)}
+	})
+	require.NoError(t, err)
+	require.Equal(t, 1, parked)
+	require.Equal(t, workflows.StatusDeliveredByReview, out.Result.Status, out.Result.Error)
+	require.Equal(t, messageID(lost), out.Result.Receipt.ResourceID)
+	require.Len(t, out.Result.Attempts, 1, "never sent again")
+	require.Equal(t, 1, sink.Count(messageID(lost)))
 }
