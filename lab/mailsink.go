@@ -38,9 +38,11 @@ const (
 type Mail struct {
 	// MessageID is its Message-ID header without the angle brackets.
 	MessageID string
-	From      string
-	To        []string
-	Data      []byte
+	// From and To are the envelope's; a message read back from its file
+	// has none.
+	From string
+	To   []string
+	Data []byte
 }
 
 // MailSink is an SMTP server on loopback that keeps every message it
