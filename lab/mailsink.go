@@ -28,6 +28,9 @@ const (
 	// MailRejectRecipient answers the next RCPT TO with 550: no mailbox,
 	// nothing delivered.
 	MailRejectRecipient MailFault = "reject_recipient"
+	// MailDeferRecipient answers the next RCPT TO with 450: not now,
+	// nothing delivered.
+	MailDeferRecipient MailFault = "defer_recipient"
 	// MailDeferData and MailRefuseData answer the next message's end
 	// with 451 and 554: not taken, nothing delivered.
 	MailDeferData  MailFault = "defer_data"
@@ -186,6 +189,9 @@ func (ss *sinkSession) Mail(from string, _ *smtp.MailOptions) error {
 func (ss *sinkSession) Rcpt(to string, _ *smtp.RcptOptions) error {
 	if ss.sink.take(MailRejectRecipient) {
 		return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "no such mailbox: " + to}
+	}
+	if ss.sink.take(MailDeferRecipient) {
+		return &smtp.SMTPError{Code: 450, EnhancedCode: smtp.EnhancedCode{4, 2, 1}, Message: "mailbox busy: " + to}
 	}
 	ss.to = append(ss.to, to)
 	return nil

@@ -155,7 +155,7 @@ func (a *Adapter) Deliver(ctx context.Context, req destination.Request) destinat
 	defer c.Close()
 
 	if err := c.Hello(a.hello); err != nil {
-		return beforeData(ctx, "greeting or EHLO", err)
+		return beforeData(ctx, stepHello, err)
 	}
 	opts := &smtp.MailOptions{UTF8: !ascii(a.from.Address), Size: int64(len(msg))}
 	for _, r := range to {
@@ -185,10 +185,14 @@ func (a *Adapter) Deliver(ctx context.Context, req destination.Request) destinat
 	c.CommandTimeout = quitTimeout
 	_ = c.Quit()
 	id := a.MessageID(req.Key)
-	body, _ := json.Marshal(map[string]string{"message_id": id, "reply": resp.StatusText})
+	body, _ := json.Marshal(map[string]string{"message_id": id, "reply": excerpt(resp.StatusText)})
 	return destination.Outcome{Class: destination.Created, StatusCode: 250, Receipt: &destination.Receipt{
 		ResourceID: id, Status: "accepted", StatusCode: 250, Body: body}}
 }
+
+// stepHello is the greeting and EHLO: a 5xx there refuses the client, not
+// this mail, so it is no reason to reject the delivery.
+const stepHello = "greeting or EHLO"
 
 // beforeData classifies a failure before the message's end was written:
 // the server's own refusal as it says, anything else as not sent.
@@ -200,7 +204,7 @@ func beforeData(ctx context.Context, step string, err error) destination.Outcome
 			return destination.Outcome{Class: destination.Throttled, StatusCode: reply.Code,
 				Error: fmt.Sprintf("the server refused %s for now, nothing sent: %v", step, reply)}
 		case 5:
-			if step != "greeting or EHLO" {
+			if step != stepHello {
 				return destination.Outcome{Class: destination.Rejected, StatusCode: reply.Code,
 					Error: fmt.Sprintf("the server refused %s, nothing sent: %v", step, reply)}
 			}
@@ -323,6 +327,16 @@ func dotAtom(s string) bool {
 		}
 	}
 	return true
+}
+
+// maxReply bounds the server's reply a receipt keeps.
+const maxReply = 200
+
+func excerpt(s string) string {
+	if len(s) <= maxReply {
+		return s
+	}
+	return strings.ToValidUTF8(s[:maxReply], "") + "…"
 }
 
 func ascii(s string) bool {

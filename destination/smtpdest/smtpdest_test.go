@@ -107,6 +107,12 @@ func TestRecipientRefused(t *testing.T) {
 	require.Equal(t, 550, out.StatusCode)
 	require.Equal(t, "the server refused RCPT TO ops@example.com, nothing sent: SMTP error 550: no such mailbox: ops@example.com", out.Error)
 	require.Empty(t, s.Messages())
+
+	s.Inject(lab.MailDeferRecipient)
+	out = deliver(t, adapter(t, s.Addr), payload)
+	require.Equal(t, destination.Throttled, out.Class, out.Error)
+	require.Equal(t, "the server refused RCPT TO ops@example.com for now, nothing sent: SMTP error 450: mailbox busy: ops@example.com", out.Error)
+	require.Empty(t, s.Messages())
 }
 
 // TestAnswerAfterData: the server's own answer to the message's end is
