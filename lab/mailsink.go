@@ -2,6 +2,7 @@ package lab
 
 import (
 	"bytes"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"log"
@@ -46,6 +47,8 @@ type Mail struct {
 	From string
 	To   []string
 	Data []byte
+	// TLS: it arrived over STARTTLS.
+	TLS bool
 }
 
 // MailSink is an SMTP server on loopback that keeps every message it
@@ -62,14 +65,24 @@ type MailSink struct {
 	faults map[MailFault]int
 }
 
-// StartMailSink serves a mail sink on addr (empty: a free loopback port),
-// keeping its messages under dir too when dir is not empty.
-func StartMailSink(addr, dir string) (*MailSink, error) {
+// MailSinkOptions configure a mail sink.
+type MailSinkOptions struct {
+	// Addr is where it listens; empty: a free loopback port.
+	Addr string
+	// Dir, when set, keeps every message as a file there too.
+	Dir string
+	// TLS, when set, is offered to clients with STARTTLS.
+	TLS *tls.Config
+}
+
+// StartMailSink serves a mail sink.
+func StartMailSink(o MailSinkOptions) (*MailSink, error) {
+	addr := o.Addr
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
-	s := &MailSink{dir: dir, faults: map[MailFault]int{}}
-	if dir != "" {
+	s := &MailSink{dir: o.Dir, faults: map[MailFault]int{}}
+	if s.dir != "" {
 		if err := s.load(); err != nil {
 			return nil, err
 		}
@@ -83,6 +96,7 @@ func StartMailSink(addr, dir string) (*MailSink, error) {
 		return &sinkSession{sink: s, conn: c}, nil
 	}))
 	s.server.Domain = "courier-lab"
+	s.server.TLSConfig = o.TLS
 	s.server.ReadTimeout, s.server.WriteTimeout = time.Minute, time.Minute
 	s.server.ErrorLog = log.New(io.Discard, "", 0) // the dropped connections are on purpose
 	go func() { _ = s.server.Serve(ln) }()
@@ -208,7 +222,8 @@ func (ss *sinkSession) Data(r io.Reader) error {
 	if ss.sink.take(MailRefuseData) {
 		return &smtp.SMTPError{Code: 554, EnhancedCode: smtp.EnhancedCode{5, 6, 0}, Message: "message refused"}
 	}
-	m := Mail{From: ss.from, To: ss.to, Data: b}
+	_, overTLS := ss.conn.TLSConnectionState()
+	m := Mail{From: ss.from, To: ss.to, Data: b, TLS: overTLS}
 	msg, err := mail.ReadMessage(bytes.NewReader(b))
 	if err != nil {
 		return &smtp.SMTPError{Code: 554, EnhancedCode: smtp.EnhancedCode{5, 6, 0}, Message: "not a message: " + err.Error()}

@@ -17,7 +17,7 @@ import (
 // same directory.
 func TestMailSinkKeepsMessages(t *testing.T) {
 	dir := t.TempDir()
-	sink, err := StartMailSink("", dir)
+	sink, err := StartMailSink(MailSinkOptions{Dir: dir})
 	require.NoError(t, err)
 	a, err := smtpdest.New(smtpdest.Options{Addr: sink.Addr, From: "courier@example.com", To: []string{"ops@example.com"}})
 	require.NoError(t, err)
@@ -30,7 +30,7 @@ func TestMailSinkKeepsMessages(t *testing.T) {
 	require.Equal(t, 0, sink.Count("k-2@courier.invalid"))
 	require.NoError(t, sink.Close())
 
-	again, err := StartMailSink("", dir)
+	again, err := StartMailSink(MailSinkOptions{Dir: dir})
 	require.NoError(t, err)
 	defer again.Close()
 	require.Equal(t, 1, again.Count("k-1@courier.invalid"))

@@ -20,6 +20,7 @@ package smtpdest
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -53,6 +54,10 @@ type Options struct {
 	Domain string
 	// Hello is the name the adapter gives in EHLO; empty: "localhost".
 	Hello string
+	// TLS, when set, makes the adapter switch to TLS with STARTTLS before
+	// it names the sender, and send nothing to a server that does not
+	// offer it. Its ServerName, when empty, is Addr's host.
+	TLS *tls.Config
 }
 
 // Adapter sends one message per attempt. It holds no connection between
@@ -63,6 +68,7 @@ type Adapter struct {
 	to     []*mail.Address
 	domain string
 	hello  string
+	tls    *tls.Config
 	dialer net.Dialer
 }
 
@@ -83,7 +89,8 @@ func (o Options) Check() error {
 
 func (o Options) adapter() (*Adapter, error) {
 	var errs []error
-	if _, port, err := net.SplitHostPort(o.Addr); err != nil || port == "" {
+	host, port, err := net.SplitHostPort(o.Addr)
+	if err != nil || port == "" {
 		errs = append(errs, fmt.Errorf("addr: %q is not host:port, e.g. mail.example.com:587", o.Addr))
 	}
 	from, err := address(o.From)
@@ -94,7 +101,11 @@ func (o Options) adapter() (*Adapter, error) {
 	if err != nil {
 		errs = append(errs, fmt.Errorf("to: %w", err))
 	}
-	a := &Adapter{addr: o.Addr, from: from, to: to, domain: o.Domain, hello: o.Hello}
+	a := &Adapter{addr: o.Addr, from: from, to: to, domain: o.Domain, hello: o.Hello, tls: o.TLS}
+	if a.tls != nil && a.tls.ServerName == "" {
+		a.tls = a.tls.Clone()
+		a.tls.ServerName = host
+	}
 	if a.domain == "" {
 		a.domain = DefaultDomain
 	}
@@ -151,9 +162,14 @@ func (a *Adapter) Deliver(ctx context.Context, req destination.Request) destinat
 	// closes the connection instead.
 	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
 	defer stop()
-	c := smtp.NewClient(conn)
+	c := (*smtp.Client)(nil)
+	if a.tls == nil {
+		c = smtp.NewClient(conn)
+	} else if c, err = smtp.NewClientStartTLS(conn, a.tls); err != nil {
+		return beforeData(ctx, stepHello, err)
+	}
 	defer c.Close()
-
+	// Over TLS, the handshake happens here, with the EHLO after STARTTLS.
 	if err := c.Hello(a.hello); err != nil {
 		return beforeData(ctx, stepHello, err)
 	}
@@ -190,9 +206,9 @@ func (a *Adapter) Deliver(ctx context.Context, req destination.Request) destinat
 		ResourceID: id, Status: "accepted", StatusCode: 250, Body: body}}
 }
 
-// stepHello is the greeting and EHLO: a 5xx there refuses the client, not
+// stepHello is the greeting, EHLO and TLS: a 5xx there refuses the client, not
 // this mail, so it is no reason to reject the delivery.
-const stepHello = "greeting or EHLO"
+const stepHello = "greeting, EHLO or STARTTLS"
 
 // beforeData classifies a failure before the message's end was written:
 // the server's own refusal as it says, anything else as not sent.

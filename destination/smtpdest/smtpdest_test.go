@@ -3,6 +3,8 @@ package smtpdest_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"io"
 	"mime"
@@ -17,13 +19,14 @@ import (
 	"github.com/abde64c9/courier/destination"
 	"github.com/abde64c9/courier/destination/smtpdest"
 	"github.com/abde64c9/courier/lab"
+	"github.com/abde64c9/courier/lab/testcert"
 )
 
 const key = "5b0e6c2e-7d3a-5f43-9a51-0c4f5d7d2f10"
 
 func sink(t *testing.T) *lab.MailSink {
 	t.Helper()
-	s, err := lab.StartMailSink("", t.TempDir())
+	s, err := lab.StartMailSink(lab.MailSinkOptions{Dir: t.TempDir()})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	return s
@@ -182,4 +185,40 @@ func TestOptionsBad(t *testing.T) {
 	require.EqualError(t, err, "smtp destination: addr: \"mail.example.com\" is not host:port, e.g. mail.example.com:587\n"+
 		"from: \"courier\" is not an email address (mail: missing '@' or angle-addr), e.g. ops@example.com or \"Ops <ops@example.com>\"\n"+
 		"domain: \"-x y\" is not a domain name such as example.com")
+}
+
+// TestStartTLS: with TLS set, the mail goes over STARTTLS to a server whose
+// certificate the adapter trusts, and nothing goes to one it does not.
+func TestStartTLS(t *testing.T) {
+	ca, caKey := testcert.New(t, nil, nil, "courier test CA", nil)
+	cert, key := testcert.New(t, ca, caKey, "mail", []string{"127.0.0.1"})
+	s, err := lab.StartMailSink(lab.MailSinkOptions{TLS: &tls.Config{
+		Certificates: []tls.Certificate{{Certificate: [][]byte{cert.Raw}, PrivateKey: key}}}})
+	require.NoError(t, err)
+	defer s.Close()
+	with := func(roots *x509.CertPool) *smtpdest.Adapter {
+		a, err := smtpdest.New(smtpdest.Options{Addr: s.Addr, From: "courier@example.com", To: []string{"ops@example.com"},
+			TLS: &tls.Config{RootCAs: roots}})
+		require.NoError(t, err)
+		return a
+	}
+	trusted := x509.NewCertPool()
+	trusted.AddCert(ca)
+	out := deliver(t, with(trusted), payload)
+	require.Equal(t, destination.Created, out.Class, out.Error)
+	require.True(t, s.Messages()[0].TLS)
+
+	out = deliver(t, with(x509.NewCertPool()), payload)
+	require.Equal(t, destination.NotSent, out.Class, out.Error)
+	require.Contains(t, out.Error, "not sent, greeting, EHLO or STARTTLS failed: tls: failed to verify certificate")
+	require.Len(t, s.Messages(), 1, "nothing sent to a server the adapter does not trust")
+
+	plain := sink(t)
+	a, err := smtpdest.New(smtpdest.Options{Addr: plain.Addr, From: "courier@example.com", To: []string{"ops@example.com"},
+		TLS: &tls.Config{RootCAs: trusted}})
+	require.NoError(t, err)
+	out = deliver(t, a, payload)
+	require.Equal(t, destination.NotSent, out.Class, out.Error)
+	require.Equal(t, "not sent, greeting, EHLO or STARTTLS failed: smtp: server doesn't support STARTTLS", out.Error)
+	require.Empty(t, plain.Messages(), "nothing sent in the clear")
 }

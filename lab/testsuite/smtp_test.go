@@ -37,7 +37,7 @@ func TestSMTP(t *testing.T) { suite.Run(t, new(SMTPSuite)) }
 
 func (s *SMTPSuite) SetupTest() {
 	var err error
-	s.sink, err = lab.StartMailSink("", s.T().TempDir())
+	s.sink, err = lab.StartMailSink(lab.MailSinkOptions{Dir: s.T().TempDir()})
 	s.Require().NoError(err)
 }
 
@@ -144,7 +144,7 @@ func TestRealSMTP(t *testing.T) {
 	srv := sharedServer(t)
 	courier := courierPath(t)
 	dir := t.TempDir()
-	sink, err := lab.StartMailSink("", filepath.Join(dir, "mail"))
+	sink, err := lab.StartMailSink(lab.MailSinkOptions{Dir: filepath.Join(dir, "mail")})
 	require.NoError(t, err)
 	defer sink.Close()
 
