@@ -162,7 +162,7 @@ func (a *Adapter) Deliver(ctx context.Context, req destination.Request) destinat
 	// closes the connection instead.
 	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
 	defer stop()
-	c := (*smtp.Client)(nil)
+	var c *smtp.Client
 	if a.tls == nil {
 		c = smtp.NewClient(conn)
 	} else if c, err = smtp.NewClientStartTLS(conn, a.tls); err != nil {
@@ -206,8 +206,8 @@ func (a *Adapter) Deliver(ctx context.Context, req destination.Request) destinat
 		ResourceID: id, Status: "accepted", StatusCode: 250, Body: body}}
 }
 
-// stepHello is the greeting, EHLO and TLS: a 5xx there refuses the client, not
-// this mail, so it is no reason to reject the delivery.
+// stepHello is the greeting, EHLO and STARTTLS: a 5xx there refuses the
+// client, not this mail, so it is no reason to reject the delivery.
 const stepHello = "greeting, EHLO or STARTTLS"
 
 // beforeData classifies a failure before the message's end was written:
