@@ -1,5 +1,8 @@
-// Package smtpdest delivers email through SMTP: one message per delivery,
-// written on Courier's public destination API alone.
+// Package smtpdest is a destination that sends email through SMTP, one
+// message per delivery. It is written on Courier's public destination API
+// alone, as a team writes its own. Courier's worker opens one for each
+// destination with adapter smtp in the destinations file; a worker binary
+// of a team's own can also register it by name (adapter go).
 //
 // SMTP cannot deduplicate: a server that accepted a message and lost the
 // connection before its answer reached Courier has delivered it, and a
