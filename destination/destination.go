@@ -21,8 +21,9 @@
 //   - put a credential in a Receipt or an Outcome's Error: both are recorded
 //     in the delivery's history and shown in the web UI.
 //
-// The package destinationtest checks from go test that an adapter keeps the
-// contract it declares, through the real Delivery workflow.
+// The conformance kit, package worker/destinationtest, checks from go test
+// that an adapter keeps the contract it declares, through the real
+// Delivery workflow.
 //
 // # Stability
 //

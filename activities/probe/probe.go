@@ -20,6 +20,7 @@
 package probe
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -108,6 +109,45 @@ type Options struct {
 	Payload json.RawMessage
 }
 
+// Placeholders a probe payload may carry in its strings: a destination
+// whose lookup matches a field the caller sets (an external id) finds the
+// probe's effect only when the payload carries the probe's own key or
+// business id there.
+const (
+	PlaceholderKey        = "{key}"
+	PlaceholderBusinessID = "{business_id}"
+)
+
+// Expand replaces the placeholders in every string of payload, a JSON
+// object, with the probe's key and business id.
+func Expand(payload json.RawMessage, key, businessID string) (json.RawMessage, error) {
+	if !bytes.Contains(payload, []byte(PlaceholderKey)) && !bytes.Contains(payload, []byte(PlaceholderBusinessID)) {
+		return payload, nil
+	}
+	var doc any
+	if err := json.Unmarshal(payload, &doc); err != nil {
+		return nil, fmt.Errorf("probe payload: not JSON: %w", err)
+	}
+	r := strings.NewReplacer(PlaceholderKey, key, PlaceholderBusinessID, businessID)
+	var expand func(v any) any
+	expand = func(v any) any {
+		switch v := v.(type) {
+		case string:
+			return r.Replace(v)
+		case map[string]any:
+			for k, e := range v {
+				v[k] = expand(e)
+			}
+		case []any:
+			for i, e := range v {
+				v[i] = expand(e)
+			}
+		}
+		return v
+	}
+	return json.Marshal(expand(doc))
+}
+
 // NewBusinessID is unique per run, so every probe uses a key never used
 // before and a replay can only come from this run's first send.
 func NewBusinessID(now time.Time) string {
@@ -139,6 +179,12 @@ func Run(ctx context.Context, name string, d destinations.Destination, ad destin
 	if err := op.Validate(); err != nil {
 		return Report{}, err
 	}
+	key := opkey.Key(op)
+	payload, err := Expand(o.Payload, key, op.BusinessID)
+	if err != nil {
+		return Report{}, err
+	}
+	o.Payload = payload
 	fp, err := opkey.Fingerprint(o.Payload)
 	if err != nil {
 		return Report{}, err
@@ -146,7 +192,7 @@ func Run(ctx context.Context, name string, d destinations.Destination, ad destin
 	p := &prober{
 		ad: ad, c: d.Contract, rules: d.Rules, reading: d.Lookup,
 		req: destination.Request{
-			Key: opkey.Key(op), Fingerprint: fp, Tenant: op.Tenant, Destination: name,
+			Key: key, Fingerprint: fp, Tenant: op.Tenant, Destination: name,
 			Operation: op.Operation, BusinessID: op.BusinessID, Payload: o.Payload, Contract: d.Contract,
 		},
 		r: Report{

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +19,7 @@ import (
 	"github.com/abde64c9/courier/destination"
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/lab"
+	"github.com/abde64c9/courier/lab/sandbox"
 	"github.com/abde64c9/courier/lab/testsuite"
 )
 
@@ -236,3 +239,47 @@ func TestBusinessIDUniquePerRun(t *testing.T) {
 	require.Equal(t, a.BusinessID, p["request_id"])
 	require.Contains(t, p["subject"], "Courier probe")
 }
+
+// TestLookupByCallersField: a search partner whose lookup matches the
+// external id the caller sets in the payload (no key_field) finds the
+// probe's effect only when the probe's payload carries its business id
+// there: with the default payload the probe cannot pass, with
+// {business_id} in --payload it does.
+func TestLookupByCallersField(t *testing.T) {
+	dir := t.TempDir()
+	sb, err := lab.StartSandbox(filepath.Join(dir, lab.SandboxDB), "", sandbox.DialectModes())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sb.Close() })
+	examples, err := lab.Examples(filepath.Join("..", "..", "examples", "destinations"), sb.URL)
+	require.NoError(t, err)
+	var d destinations.Destination
+	for _, ex := range examples {
+		if s, ok := ex.Config.Destinations["search"]; ok {
+			d = s
+		}
+	}
+	require.NotEmpty(t, d.URL, "examples/destinations/search.json")
+	d.Contract.KeyField = ""
+	d.LookupURL = strings.Replace(d.LookupURL, "{key}", "{business_id}", 1)
+	d.Lookup.Match.Equals = "{business_id}"
+	d.Contract.Settle = ptr(contract.Duration(time.Second))
+	ad, err := httpdest.New("search", d, nil)
+	require.NoError(t, err)
+
+	probeWith := func(payload string) probe.Report {
+		r, err := probe.Run(context.Background(), "search", d, ad, probe.Options{Payload: json.RawMessage(payload)})
+		require.NoError(t, err)
+		return r
+	}
+	r := probeWith(`{"external_id": "set-by-the-caller", "subject": "probe"}`)
+	require.Equal(t, probe.Violation, r.Verdict, "a payload without the probe's id cannot be found: %s", r.Finding)
+
+	r = probeWith(`{"external_id": "{business_id}", "subject": "probe of {key}"}`)
+	require.Equal(t, probe.Passed, r.Verdict, r.Finding)
+	var sent map[string]string
+	require.NoError(t, json.Unmarshal(r.Payload, &sent))
+	require.Equal(t, r.BusinessID, sent["external_id"])
+	require.Equal(t, "probe of "+r.Key, sent["subject"])
+}
+
+func ptr[T any](v T) *T { return &v }

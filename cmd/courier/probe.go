@@ -39,7 +39,8 @@ func probeCommand() *cobra.Command {
 	c.Flags().StringVar(&file, "destinations", "", "destinations `file` the workers use")
 	cli.Required(c, "destinations")
 	_ = c.MarkFlagFilename("destinations", "json")
-	c.Flags().StringVar(&payload, "payload", "", "probe payload, a JSON object or @`file`, for destinations that validate theirs\n"+
+	c.Flags().StringVar(&payload, "payload", "", "probe payload, a JSON object or @`file`, for destinations that validate theirs;\n"+
+		"{key} and {business_id} in its strings become the probe's, for a lookup that matches a field the caller sets\n"+
 		"(default: {\"request_id\": <probe id>, \"subject\": \"Courier probe ...\", \"courier_probe\": true})")
 	c.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	c.RunE = func(c *cobra.Command, args []string) error {
