@@ -58,6 +58,7 @@ type MailSink struct {
 	// Addr is where it listens, host:port.
 	Addr   string
 	dir    string
+	delay  time.Duration
 	server *smtp.Server
 
 	mu     sync.Mutex
@@ -73,6 +74,9 @@ type MailSinkOptions struct {
 	Dir string
 	// TLS, when set, is offered to clients with STARTTLS.
 	TLS *tls.Config
+	// AnswerDelay holds every answer to a message's end this long after
+	// the message is kept: a server slow to confirm what it took.
+	AnswerDelay time.Duration
 }
 
 // StartMailSink serves a mail sink.
@@ -81,7 +85,7 @@ func StartMailSink(o MailSinkOptions) (*MailSink, error) {
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
-	s := &MailSink{dir: o.Dir, faults: map[MailFault]int{}}
+	s := &MailSink{dir: o.Dir, delay: o.AnswerDelay, faults: map[MailFault]int{}}
 	if s.dir != "" {
 		if err := s.load(); err != nil {
 			return nil, err
@@ -235,7 +239,9 @@ func (ss *sinkSession) Data(r io.Reader) error {
 	if ss.sink.take(MailDropAfterData) {
 		// Stored, and the reply will find no connection to go to.
 		_ = ss.conn.Conn().Close()
+		return nil
 	}
+	time.Sleep(ss.sink.delay)
 	return nil
 }
 
