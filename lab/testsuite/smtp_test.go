@@ -96,6 +96,8 @@ func (s *SMTPSuite) TestLostAnswerAfterData() {
 	s.Require().Len(parked.Attempts, 1)
 	s.Require().Equal(contract.ClassUnknown, parked.Attempts[0].Class)
 	s.Require().Contains(parked.Attempts[0].Error, "connection closed after the request was written")
+	s.Require().Contains(parked.Review.Evidence, `attempt 1: unknown_outcome (connection closed after the request was written: `)
+	s.Require().Contains(parked.Review.Evidence, `destination "mail" (dedup none) cannot deduplicate a retry`)
 	res := out.Result
 	s.Require().Equal(workflows.StatusDeliveredByReview, res.Status, res.Error)
 	s.Require().Equal(id, res.Receipt.ResourceID)
@@ -116,6 +118,7 @@ func (s *SMTPSuite) TestRefusedDial() {
 	for _, a := range res.Attempts {
 		s.Require().Equal(contract.ClassNotSent, a.Class, a.Error)
 	}
+	s.Require().Contains(res.Error, "retry budget spent after 3 attempts; last: not_sent: not sent, failed before the request was written: dial tcp "+addr)
 	s.Require().True(res.LeftNoEffect())
 }
 
@@ -127,6 +130,7 @@ func (s *SMTPSuite) TestRecipientRefused() {
 	s.Require().Equal(workflows.StatusRejected, res.Status, res.Error)
 	s.Require().Len(res.Attempts, 1)
 	s.Require().Equal(550, res.Attempts[0].StatusCode)
+	s.Require().Equal("the server refused RCPT TO ops@example.com, nothing sent: SMTP error 550: no such mailbox: ops@example.com", res.Error)
 	s.Require().Empty(s.sink.Messages())
 }
 
