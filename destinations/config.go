@@ -27,6 +27,8 @@ const (
 	// destination's name (a destination.Adapter); the file declares only
 	// its contract, reviewers, tenants and pacing.
 	AdapterGo = "go"
+	// AdapterNATS publishes to a NATS JetStream stream (nats.go).
+	AdapterNATS = "nats"
 	// AdapterSMTP sends email (smtp.go).
 	AdapterSMTP = "smtp"
 )
@@ -55,6 +57,7 @@ type Destination struct {
 	DSN    string `json:"dsn,omitempty"`
 	Table  string `json:"table,omitempty"`
 
+	NATS *NATS `json:"nats,omitempty"`
 	SMTP *SMTP `json:"smtp,omitempty"`
 
 	// RateLimit, when positive, caps this destination's attempts per second
@@ -187,12 +190,12 @@ func (c *Config) Declare(name string, d Destination) error {
 	return nil
 }
 
-// withDefaults fills the contract's optional fields. A Go adapter places
-// the key itself, so it gets no default key header.
+// withDefaults fills the contract's optional fields. A Go or NATS adapter
+// places the key itself, so it gets no default key header.
 func (d Destination) withDefaults() Destination {
 	header := d.Contract.KeyHeader
 	d.Contract = d.Contract.WithDefaults()
-	if d.Adapter == AdapterGo {
+	if d.Adapter == AdapterGo || d.Adapter == AdapterNATS {
 		d.Contract.KeyHeader = header
 	}
 	return d
@@ -238,13 +241,21 @@ func (d Destination) validate() error {
 			errs = append(errs, errors.New("contract.key_header, key_field, replay_marker: only for adapter http; "+
 				"a Go adapter gives the destination the key itself (destination.Request.Key) and says when it replayed"))
 		}
-	case AdapterSMTP: // validateSMTP
+	case AdapterNATS:
+		errs = append(errs, d.validateNATS())
+	case AdapterSMTP:
+		errs = append(errs, d.validateSMTP())
 	case "":
-		errs = append(errs, errors.New("adapter: missing; use http, sql or go"))
+		errs = append(errs, errors.New("adapter: missing; use http, sql, nats, smtp or go"))
 	default:
-		errs = append(errs, fmt.Errorf("adapter: %q unknown; use http, sql or go", d.Adapter))
+		errs = append(errs, fmt.Errorf("adapter: %q unknown; use http, sql, nats, smtp or go", d.Adapter))
 	}
-	errs = append(errs, d.validateSMTP())
+	if d.NATS != nil && d.Adapter != AdapterNATS {
+		errs = append(errs, errors.New("nats: only for adapter nats"))
+	}
+	if d.SMTP != nil && d.Adapter != AdapterSMTP {
+		errs = append(errs, errors.New("smtp: only for adapter smtp"))
+	}
 	if d.Auth != nil {
 		errs = append(errs, d.Auth.validate("auth"))
 	}

@@ -26,15 +26,8 @@ func (s SMTP) Options() smtpdest.Options {
 	return smtpdest.Options{Addr: s.Addr, From: s.From, To: s.To, Domain: s.Domain}
 }
 
-// validateSMTP checks the smtp block: required with adapter smtp, refused
-// with any other.
+// validateSMTP checks a destination with adapter smtp.
 func (d Destination) validateSMTP() error {
-	if d.Adapter != AdapterSMTP {
-		if d.SMTP != nil {
-			return errors.New("smtp: only for adapter smtp")
-		}
-		return nil
-	}
 	var errs []error
 	if d.SMTP == nil {
 		errs = append(errs, errors.New(`smtp: required for adapter smtp, e.g. "smtp": {"addr": "mail.example.com:587", "from": "courier@example.com", "to": ["ops@example.com"]}`))

@@ -102,6 +102,8 @@ func openAdapter(name string, d destinations.Destination, red *redact.Redactor, 
 	switch d.Adapter {
 	case destinations.AdapterSQL:
 		return sqldest.Open(name, d, red)
+	case destinations.AdapterNATS:
+		return openNATS(d)
 	case destinations.AdapterSMTP:
 		return openSMTP(d)
 	case destinations.AdapterGo:
