@@ -29,6 +29,8 @@ const (
 	AdapterGo = "go"
 	// AdapterNATS publishes to a NATS JetStream stream (nats.go).
 	AdapterNATS = "nats"
+	// AdapterSMTP sends email (smtp.go).
+	AdapterSMTP = "smtp"
 )
 
 // Destination is one configured target: where it is, how to reach it, and
@@ -56,6 +58,7 @@ type Destination struct {
 	Table  string `json:"table,omitempty"`
 
 	NATS *NATS `json:"nats,omitempty"`
+	SMTP *SMTP `json:"smtp,omitempty"`
 
 	// RateLimit, when positive, caps this destination's attempts per second
 	// across all workers (a task queue of its own with a server-side limit).
@@ -240,13 +243,18 @@ func (d Destination) validate() error {
 		}
 	case AdapterNATS:
 		errs = append(errs, d.validateNATS())
+	case AdapterSMTP:
+		errs = append(errs, d.validateSMTP())
 	case "":
-		errs = append(errs, errors.New("adapter: missing; use http, sql, nats or go"))
+		errs = append(errs, errors.New("adapter: missing; use http, sql, nats, smtp or go"))
 	default:
-		errs = append(errs, fmt.Errorf("adapter: %q unknown; use http, sql, nats or go", d.Adapter))
+		errs = append(errs, fmt.Errorf("adapter: %q unknown; use http, sql, nats, smtp or go", d.Adapter))
 	}
 	if d.NATS != nil && d.Adapter != AdapterNATS {
 		errs = append(errs, errors.New("nats: only for adapter nats"))
+	}
+	if d.SMTP != nil && d.Adapter != AdapterSMTP {
+		errs = append(errs, errors.New("smtp: only for adapter smtp"))
 	}
 	if d.Auth != nil {
 		errs = append(errs, d.Auth.validate("auth"))

@@ -104,6 +104,8 @@ func openAdapter(name string, d destinations.Destination, red *redact.Redactor, 
 		return sqldest.Open(name, d, red)
 	case destinations.AdapterNATS:
 		return openNATS(d)
+	case destinations.AdapterSMTP:
+		return openSMTP(d)
 	case destinations.AdapterGo:
 		ad := own[name]
 		if ad == nil {
