@@ -2,7 +2,7 @@
 # Starts a throw-away PostgreSQL for Courier's integration tests and prints,
 # as its last line (the only one on stdout), the export that enables them:
 #
-#   eval "$(.ci/postgres.sh)" && go test ./activities/sqldest/...
+#   eval "$(.ci/postgres.sh)" && go test ./destination/sqldest/...
 #
 # Installs PostgreSQL from Debian packages if missing (needs root), runs a
 # cluster of its own as the postgres user, listening on 127.0.0.1 only, with

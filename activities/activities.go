@@ -1,5 +1,6 @@
 // Package activities does all of Courier's I/O: one attempt at a destination,
-// a lookup by key, a review reminder. Destination adapters live beneath it.
+// a lookup by key, a review reminder, each through a destination's adapter
+// (package destination and the adapters beneath it).
 // The worker registers it and the workflows name its activities; it imports
 // no workflow code.
 package activities

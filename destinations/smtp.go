@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/abde64c9/courier/contract"
-	"github.com/abde64c9/courier/destination/smtpdest"
 )
 
 // SMTP is where an smtp destination sends its mail (package smtpdest).
@@ -16,14 +15,9 @@ type SMTP struct {
 	From string `json:"from"`
 	// To are the recipients of a payload that names none.
 	To []string `json:"to,omitempty"`
-	// Domain is the right-hand side of the Message-IDs; left out:
-	// smtpdest.DefaultDomain.
+	// Domain is the right-hand side of the Message-IDs; left out: the
+	// adapter's default.
 	Domain string `json:"domain,omitempty"`
-}
-
-// Options are the adapter's options.
-func (s SMTP) Options() smtpdest.Options {
-	return smtpdest.Options{Addr: s.Addr, From: s.From, To: s.To, Domain: s.Domain}
 }
 
 // validateSMTP checks a destination with adapter smtp.
@@ -31,8 +25,15 @@ func (d Destination) validateSMTP() error {
 	var errs []error
 	if d.SMTP == nil {
 		errs = append(errs, errors.New(`smtp: required for adapter smtp, e.g. "smtp": {"addr": "mail.example.com:587", "from": "courier@example.com", "to": ["ops@example.com"]}`))
-	} else if err := d.SMTP.Options().Check(); err != nil {
-		errs = append(errs, prefixed("smtp.", err))
+	} else {
+		// The addresses' form is the adapter's to check (smtpdest's
+		// Options.Check), when the worker opens it at start.
+		if d.SMTP.Addr == "" {
+			errs = append(errs, errors.New(`smtp.addr: required, the server's host:port, e.g. "mail.example.com:587"`))
+		}
+		if d.SMTP.From == "" {
+			errs = append(errs, errors.New(`smtp.from: required, the sender, e.g. "Courier <courier@example.com>"`))
+		}
 	}
 	if d.URL != "" || d.LookupURL != "" || d.Auth != nil || d.Driver != "" || d.DSN != "" || d.Table != "" {
 		errs = append(errs, errors.New("url, lookup_url, auth, driver, dsn, table: not for adapter smtp; its server is smtp.addr"))

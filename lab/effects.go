@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/abde64c9/courier/activities/sqldest"
+	"github.com/abde64c9/courier/destination/sqldest"
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/lab/sandbox"
 	"github.com/abde64c9/courier/opkey"

@@ -16,8 +16,8 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/abde64c9/courier/activities"
-	"github.com/abde64c9/courier/activities/httpdest"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destination/httpdest"
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/lab"
 	"github.com/abde64c9/courier/lab/devserver"

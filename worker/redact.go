@@ -5,7 +5,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/abde64c9/courier/activities/httpdest"
+	"github.com/abde64c9/courier/destination/httpdest"
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/internal/redact"
 )

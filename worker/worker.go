@@ -17,11 +17,11 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/abde64c9/courier/activities"
-	"github.com/abde64c9/courier/activities/httpdest"
 	"github.com/abde64c9/courier/activities/notify"
-	"github.com/abde64c9/courier/activities/sqldest"
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/destination"
+	"github.com/abde64c9/courier/destination/httpdest"
+	"github.com/abde64c9/courier/destination/sqldest"
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/gate"
 	"github.com/abde64c9/courier/gate/gateclient"

@@ -9,9 +9,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/abde64c9/courier/activities/httpdest"
 	"github.com/abde64c9/courier/activities/probe"
 	"github.com/abde64c9/courier/destination"
+	"github.com/abde64c9/courier/destination/httpdest"
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/lab"
 	"github.com/abde64c9/courier/lab/sandbox"

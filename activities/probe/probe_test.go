@@ -13,10 +13,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/abde64c9/courier/activities/httpdest"
 	"github.com/abde64c9/courier/activities/probe"
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/destination"
+	"github.com/abde64c9/courier/destination/httpdest"
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/lab"
 	"github.com/abde64c9/courier/lab/sandbox"

@@ -31,7 +31,7 @@ func TestKeepsItsContract(t *testing.T) {
 				SMTP: &destinations.SMTP{Addr: s.Addr, From: "courier@example.com", To: []string{"ops@example.com"}},
 				Contract: contract.Contract{Dedup: contract.DedupNone, Retry: contract.Retry{
 					MaxAttempts: 3, AttemptTimeout: contract.Duration(10 * time.Second), Deadline: contract.Duration(time.Minute)}}}
-			a, err := smtpdest.New(d.SMTP.Options())
+			a, err := smtpdest.New(smtpdest.Options{Addr: d.SMTP.Addr, From: d.SMTP.From, To: d.SMTP.To})
 			require.NoError(t, err)
 			destinationtest.Run(t, destinationtest.Subject{
 				Name: "mail", Adapter: a, Destination: &d,
