@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
 	"sync"
 	"time"
 
@@ -31,11 +32,23 @@ type NATS struct {
 	js  jetstream.JetStream
 }
 
-// StartNATS starts a NATS server that keeps its streams under dir, with
-// the lab's stream (NATSStream, capturing NATSSubject) whose duplicate
-// window is window.
-func StartNATS(dir string, window time.Duration) (_ *NATS, err error) {
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT,
+// StartNATS starts a NATS server on addr (empty: a free loopback port)
+// that keeps its streams under dir, with the lab's stream (NATSStream,
+// capturing NATSSubject) whose duplicate window is window; a stream kept
+// from an earlier start is taken as it is, its window set to window.
+func StartNATS(addr, dir string, window time.Duration) (_ *NATS, err error) {
+	host, port := "127.0.0.1", server.RANDOM_PORT
+	if addr != "" {
+		h, p, err := net.SplitHostPort(addr)
+		n, perr := strconv.Atoi(p)
+		if err != nil || perr != nil {
+			return nil, fmt.Errorf("nats server: %q is not host:port, e.g. 127.0.0.1:14222", addr)
+		}
+		if host, port = h, n; port == 0 {
+			port = server.RANDOM_PORT
+		}
+	}
+	srv, err := server.NewServer(&server.Options{Host: host, Port: port,
 		JetStream: true, StoreDir: dir, NoSigs: true, NoLog: true})
 	if err != nil {
 		return nil, fmt.Errorf("nats server: %w", err)
@@ -58,8 +71,12 @@ func StartNATS(dir string, window time.Duration) (_ *NATS, err error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return n, n.CreateStream(ctx, jetstream.StreamConfig{Name: NATSStream, Subjects: []string{NATSSubject}, Duplicates: window})
+	if _, err := n.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: NATSStream, Subjects: []string{NATSSubject}, Duplicates: window}); err != nil {
+		return n, fmt.Errorf("nats server: stream %s: %w", NATSStream, err)
+	}
+	return n, nil
 }
+
 
 // CreateStream adds a stream; its Duplicates is how long it remembers
 // message ids.

@@ -19,7 +19,7 @@ import (
 
 func startNATS(t *testing.T, window time.Duration) *lab.NATS {
 	t.Helper()
-	n, err := lab.StartNATS(t.TempDir(), window)
+	n, err := lab.StartNATS("", t.TempDir(), window)
 	require.NoError(t, err)
 	t.Cleanup(n.Close)
 	return n

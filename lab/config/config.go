@@ -4,13 +4,24 @@
 // into the worker is deploy/config's.
 package config
 
-import _ "embed"
+import (
+	_ "embed"
+	"time"
+)
 
 // Dev is destinations.dev.json: one destination of each dedup kind against
-// the sandbox at DevSandboxAddr, and a SQLite ledger under .courier/.
+// the sandbox at DevSandboxAddr, a SQLite ledger under .courier/, a NATS
+// stream and a mail sink.
 //
 //go:embed destinations.dev.json
 var Dev []byte
 
-// DevSandboxAddr is the sandbox address the dev file's URLs point at.
-const DevSandboxAddr = "127.0.0.1:8081"
+// Where the dev file's destinations point: the sandbox, the NATS server
+// (with JetStream, and the stream whose duplicate window is DevNATSWindow)
+// and the mail sink.
+const (
+	DevSandboxAddr = "127.0.0.1:8081"
+	DevNATSAddr    = "127.0.0.1:14222"
+	DevNATSWindow  = 2 * time.Minute
+	DevMailAddr    = "127.0.0.1:2525"
+)

@@ -19,6 +19,8 @@ var notes = map[string]string{
 	"crm":      "no dedup, but an effect can be found by key after an unknown outcome",
 	"legacy":   "no dedup at all: an unknown outcome waits for your review",
 	"ignoring": "declares key support the service does not have: what `courier probe` catches",
+	"events":   "a NATS JetStream publish: the key is its message id, a repeat within the duplicate window is dropped",
+	"mail":     "an email through SMTP: no dedup, its Message-ID is the key's, so a lost answer waits for your review",
 }
 
 // ListURL is the web UI's workflow list filtered by a visibility query.
@@ -53,6 +55,8 @@ func (s *Stack) Banner() string {
 	p("  Deliveries       %s", s.DeliveriesURL())
 	p("  Awaiting review  %s", s.AwaitingReviewURL())
 	p("  Sandbox          %s (what it stored: GET /admin/records?destination=NAME)", s.SandboxURL())
+	p("  NATS             %s, JetStream stream %s (subject %s), kept in %s", s.nats.URL, lab.NATSStream, lab.NATSSubject, filepath.Join(s.o.Dir, NATSDir))
+	p("  Mail sink        smtp://%s, each mail it accepts kept in %s", s.mail.Addr, filepath.Join(s.o.Dir, MailDir))
 	if m := s.MetricsURL(); m != "" {
 		p("  Worker metrics   %s", m)
 	}
@@ -131,6 +135,12 @@ func (s *Stack) Banner() string {
 	p("  #    fixes the tenant (%s). Without --endpoint it runs in %s and starts a child.", lab.NexusTenant, Namespace)
 	p("  TEMPORAL_NAMESPACE=%s go run ./examples/order worker &", lab.CallerNamespace)
 	p("  TEMPORAL_NAMESPACE=%s go run ./examples/order place --id order-%s-3 --endpoint %s", lab.CallerNamespace, run, s.endpoint)
+	p("")
+	p("  # 7. Not only HTTP: a NATS publish and an email, each an adapter on the public")
+	p("  #    destination API (docs/adapters.md), with the same guarantee")
+	p("  %s deliver --destination events --operation order-placed --id order-%s-6 --payload '{\"order\": \"order-%s-6\"}'", c, run, run)
+	p("  %s deliver --destination mail --operation send-receipt --id order-%s-7 --payload '{\"subject\": \"Your receipt\", \"text\": \"Thank you for your order.\"}'", c, run)
+	p("  grep -l 'Your receipt' %s/*.eml   # the mail; its Message-ID is the receipt's resource id", shellWord(absolute(filepath.Join(s.o.Dir, MailDir))))
 	p("")
 	return b.String()
 }

@@ -37,6 +37,8 @@ const (
 	DefaultPort        = 7233
 	DefaultUIPort      = 8233
 	DefaultSandboxAddr = config.DevSandboxAddr
+	DefaultNATSAddr    = config.DevNATSAddr
+	DefaultMailAddr    = config.DevMailAddr
 	DefaultMetricsAddr = "127.0.0.1:9090"
 	// Namespace is the dev server's namespace.
 	Namespace = "default"
@@ -49,6 +51,10 @@ const (
 	TemporalDB  = lab.TemporalDB
 	TemporalLog = "temporal.log"
 	SandboxDB   = lab.SandboxDB
+	// NATSDir keeps the NATS server's streams, MailDir the mails the sink
+	// accepted (one .eml file each).
+	NATSDir = "nats"
+	MailDir = "mail"
 )
 
 // Options of a dev stack.
@@ -58,8 +64,10 @@ type Options struct {
 	Dir string
 	// Port is the Temporal frontend's gRPC port; UIPort the web UI's.
 	Port, UIPort int
-	// SandboxAddr is where the sandbox destinations listen.
-	SandboxAddr string
+	// SandboxAddr is where the sandbox destinations listen; NATSAddr the
+	// NATS server of the events destination, MailAddr the mail sink of the
+	// mail destination. Empty: a free loopback port.
+	SandboxAddr, NATSAddr, MailAddr string
 	// MetricsAddr serves the worker's Prometheus metrics; empty: off.
 	MetricsAddr string
 	// APIAddr serves the HTTP API (`courier api`) for tenant
@@ -88,6 +96,8 @@ type Stack struct {
 	apiAddr   string // the HTTP API's address; empty when off
 	api       *api
 	endpoint  string // the Nexus endpoint of lab.NexusTenant
+	nats      *lab.NATS
+	mail      *lab.MailSink
 	started   time.Time
 }
 
@@ -149,6 +159,18 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		return nil, fmt.Errorf("sandbox: cannot listen on %s: %w (free it, or pick another address with --sandbox)", o.SandboxAddr, err)
 	}
 	ln.Close()
+	for _, a := range []struct{ addr, flag, what string }{
+		{o.NATSAddr, "--nats", "the NATS server"}, {o.MailAddr, "--mail", "the mail sink"},
+	} {
+		if a.addr == "" {
+			continue
+		}
+		ln, err := net.Listen("tcp", a.addr)
+		if err != nil {
+			return nil, fmt.Errorf("%s: cannot listen on %s: %w (free it, or pick another address with %s)", a.what, a.addr, err, a.flag)
+		}
+		ln.Close()
+	}
 
 	defer func() {
 		if err != nil {
@@ -161,6 +183,12 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("state folder: %w", err)
 	}
+	if s.nats, err = lab.StartNATS(o.NATSAddr, filepath.Join(o.Dir, NATSDir), config.DevNATSWindow); err != nil {
+		return nil, err
+	}
+	if s.mail, err = lab.StartMailSink(lab.MailSinkOptions{Addr: o.MailAddr, Dir: filepath.Join(o.Dir, MailDir)}); err != nil {
+		return nil, err
+	}
 	if o.Courier == "" {
 		fmt.Fprintln(o.Progress, "finding the courier binary the worker runs (building it on first use)...")
 		if o.Courier, err = lab.FindCourier(filepath.Join(o.Dir, "bin")); err != nil {
@@ -172,11 +200,14 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 	fmt.Fprintf(o.Progress, "starting the Temporal dev server on %s (log: %s)...\n", s.hostPort(), s.serverLog.Name())
 	ls, err := lab.Start(ctx, lab.Options{
-		Dir:          o.Dir,
-		Persist:      true,
-		Temporal:     lab.TemporalOptions{HostPort: s.hostPort(), Log: s.serverLog, Logger: o.Logger},
-		SandboxAddr:  o.SandboxAddr,
-		Destinations: Destinations,
+		Dir:         o.Dir,
+		Persist:     true,
+		Temporal:    lab.TemporalOptions{HostPort: s.hostPort(), Log: s.serverLog, Logger: o.Logger},
+		SandboxAddr: o.SandboxAddr,
+		Destinations: func(sandboxURL, dir string) (destinations.Config, error) {
+			cfg, err := Destinations(sandboxURL, dir)
+			return atAddresses(cfg, s.nats.URL, s.mail.Addr), err
+		},
 	})
 	if err != nil { // lab.Start has stopped what it started
 		return nil, fmt.Errorf("%w (see %s)", err, s.serverLog.Name())
@@ -256,6 +287,32 @@ func Destinations(sandboxURL, dir string) (destinations.Config, error) {
 	return cfg, signedReviews(&cfg, dir)
 }
 
+// atAddresses points the dev file's NATS and mail destinations at the NATS
+// server and the mail sink that run.
+func atAddresses(cfg destinations.Config, natsURL, mailAddr string) destinations.Config {
+	for name, d := range cfg.Destinations {
+		if d.NATS != nil && d.NATS.URL == "nats://"+config.DevNATSAddr {
+			n := *d.NATS
+			n.URL = natsURL
+			d.NATS = &n
+		}
+		if d.SMTP != nil && d.SMTP.Addr == config.DevMailAddr {
+			m := *d.SMTP
+			m.Addr = mailAddr
+			d.SMTP = &m
+		}
+		cfg.Destinations[name] = d
+	}
+	return cfg
+}
+
+// NATS is the events destination's NATS server, to read what its stream
+// kept.
+func (s *Stack) NATS() *lab.NATS { return s.nats }
+
+// Mail is the mail sink, to read what it kept.
+func (s *Stack) Mail() *lab.MailSink { return s.mail }
+
 // Retention is how long `courier-lab dev` keeps finished deliveries, and so
 // how long it recognises a repeated request as the same delivery.
 const Retention = 30 * 24 * time.Hour
@@ -330,6 +387,12 @@ func (s *Stack) Stop() error {
 	}
 	if s.lab != nil {
 		errs = append(errs, s.lab.Close())
+	}
+	if s.mail != nil {
+		errs = append(errs, s.mail.Close())
+	}
+	if s.nats != nil {
+		s.nats.Close()
 	}
 	if s.serverLog != nil {
 		errs = append(errs, s.serverLog.Close())

@@ -1,6 +1,7 @@
 package devstack_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -22,6 +23,7 @@ import (
 	"github.com/abde64c9/courier/lab"
 	"github.com/abde64c9/courier/lab/devserver"
 	"github.com/abde64c9/courier/lab/devstack"
+	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/reviewproof"
 	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/workflows"
@@ -107,6 +109,8 @@ func TestStackKeepsDeliveriesAcrossRestarts(t *testing.T) {
 		`"fault": "close_after_commit"`, "courier deliver --destination legacy",
 		"courier list --state awaiting_review", "courier destination status ", "courier review ",
 		"Nexus endpoint   courier-acme", "place --id order-", "--endpoint courier-acme",
+		"NATS             " + s.NATS().URL, "Mail sink        smtp://" + s.Mail().Addr,
+		"courier deliver --destination events", "courier deliver --destination mail",
 	} {
 		require.Contains(t, banner, want)
 	}
@@ -131,6 +135,7 @@ func TestStackKeepsDeliveriesAcrossRestarts(t *testing.T) {
 	first, parked, err := lab.CreatedAndParked(ctx, starter.New(s.Client()), s.Sandbox(), [2]string{"persist-1", "persist-2"})
 	require.NoError(t, err)
 	deskFromBanner(t, courier, banner)
+	event, mail := deliverBeyondHTTP(ctx, t, s, workflows.StatusCreated)
 
 	require.NoError(t, s.Stop())
 	stopped = true
@@ -158,6 +163,9 @@ func TestStackKeepsDeliveriesAcrossRestarts(t *testing.T) {
 	recs, err := s.Sandbox().Records("helpdesk")
 	require.NoError(t, err)
 	require.Len(t, recs, 1, "the sandbox kept its one ticket, and no second was made")
+	eventAgain, mailAgain := deliverBeyondHTTP(ctx, t, s, workflows.StatusDuplicate)
+	require.Equal(t, event.Receipt.ResourceID, eventAgain.Receipt.ResourceID, "the stream's one message")
+	require.Equal(t, mail.Receipt.ResourceID, mailAgain.Receipt.ResourceID, "the one mail's Message-ID")
 
 	require.Eventually(t, func() bool {
 		list, err := st.ListAwaitingReview(ctx)
@@ -184,6 +192,29 @@ func TestStackKeepsDeliveriesAcrossRestarts(t *testing.T) {
 
 	require.NoError(t, s.Stop())
 	stopped = true
+}
+
+// deliverBeyondHTTP publishes one event to the dev stack's NATS stream and
+// sends one mail through its mail sink, each through the stack's worker,
+// and checks each ended want with exactly one effect where it lands.
+func deliverBeyondHTTP(ctx context.Context, t *testing.T, s *devstack.Stack, want workflows.Status) (event, mail workflows.DeliveryStatus) {
+	t.Helper()
+	st := starter.New(s.Client())
+	deliver := func(dest, op, payload string) workflows.DeliveryStatus {
+		res, err := st.Deliver(ctx, workflows.DeliveryInput{Operation: opkey.Operation{Destination: dest, Operation: op, BusinessID: "persist-3"},
+			Payload: json.RawMessage(payload)})
+		require.NoError(t, err, dest)
+		require.Equal(t, want, res.Status, "%s: %+v", dest, res)
+		require.NotNil(t, res.Receipt, dest)
+		return res
+	}
+	event = deliver("events", "order-placed", `{"order": "persist-3"}`)
+	n, err := s.NATS().Count(ctx, event.Key)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "one message in the stream for the key")
+	mail = deliver("mail", "send-receipt", `{"subject": "Your receipt", "text": "Thank you."}`)
+	require.Equal(t, 1, s.Mail().Count(mail.Receipt.ResourceID), "one mail with the receipt's Message-ID")
+	return event, mail
 }
 
 // deskFromBanner runs the banner's `courier destination status` after its

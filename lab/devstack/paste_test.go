@@ -52,8 +52,8 @@ func TestBannerPastesInAFreshClone(t *testing.T) {
 	}
 	clone := copyCheckout(t, root)
 	require.NoError(t, os.Symlink(bin, filepath.Join(clone, "bin")))
-	flags := fmt.Sprintf("--port %d --ui-port %d --sandbox 127.0.0.1:%d --metrics 127.0.0.1:%d --api 127.0.0.1:%d",
-		freePort(t), freePort(t), freePort(t), freePort(t), freePort(t))
+	flags := fmt.Sprintf("--port %d --ui-port %d --sandbox 127.0.0.1:%d --nats 127.0.0.1:%d --mail 127.0.0.1:%d --metrics 127.0.0.1:%d --api 127.0.0.1:%d",
+		freePort(t), freePort(t), freePort(t), freePort(t), freePort(t), freePort(t), freePort(t))
 
 	dev := startInTerminal(t, clone, "make", "dev", "DEV_FLAGS="+flags)
 	banner := dev.awaitBanner(t, 8*time.Minute)

@@ -45,7 +45,7 @@ func TestRealNATS(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	srv := sharedServer(t)
-	n, err := lab.StartNATS(t.TempDir(), time.Minute)
+	n, err := lab.StartNATS("", t.TempDir(), time.Minute)
 	require.NoError(t, err)
 	defer n.Close()
 	require.NoError(t, n.CreateStream(ctx, jetstream.StreamConfig{Name: "EVENTS", Subjects: []string{"events.short"}, Duplicates: time.Second}))
@@ -165,7 +165,7 @@ func fillAfter(ctx context.Context, n *lab.NATS, key, filler string) error {
 // destination whose stream forgets message ids before the declared key
 // retention, or whose stream does not exist.
 func TestNATSWorkerChecksTheWindow(t *testing.T) {
-	n, err := lab.StartNATS(t.TempDir(), 30*time.Second)
+	n, err := lab.StartNATS("", t.TempDir(), 30*time.Second)
 	require.NoError(t, err)
 	defer n.Close()
 	file := func(stream, retention string) string {
