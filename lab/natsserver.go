@@ -77,7 +77,6 @@ func StartNATS(addr, dir string, window time.Duration) (_ *NATS, err error) {
 	return n, nil
 }
 
-
 // CreateStream adds a stream; its Duplicates is how long it remembers
 // message ids.
 func (n *NATS) CreateStream(ctx context.Context, cfg jetstream.StreamConfig) error {
