@@ -125,8 +125,7 @@ func (d *delivery) run(ctx workflow.Context) (DeliveryResult, error) {
 			case out.Class == contract.ClassUnconfigured:
 				evidence = fmt.Sprintf("attempt %d: %s; restore the destination in the workers' destinations file and decide retry, or find the effect", n, out.Error)
 			case keyExpired:
-				evidence = fmt.Sprintf("attempt %d: %s (%s); destination %q (dedup %s) cannot deduplicate a retry that would arrive after its key retention of %s",
-					n, out.Class, out.Error, d.in.Destination, c.Dedup, c.KeyRetention)
+				evidence += fmt.Sprintf(" that would arrive after its key retention of %s", c.KeyRetention)
 			}
 			d.reason = d.parkReason(out, *c, keyExpired)
 			if done, res, err := d.review(ctx, c.ReviewReminder, evidence, out.EarlierRuns); done {
