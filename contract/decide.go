@@ -100,6 +100,21 @@ func (c Contract) DeduplicatesRepeat(age time.Duration) bool {
 	return false
 }
 
+// KeyExpired reports whether the destination's key retention, counted
+// from first (the first attempt's start, before the key can have been
+// written), has passed at arrival: a request that reaches the destination
+// then may find the key forgotten. It is Next's keyExpired.
+func (c Contract) KeyExpired(first, arrival time.Time) bool {
+	return c.KeyRetention > 0 && arrival.Sub(first) > c.KeyRetention.D()
+}
+
+// RetryArrival is the latest moment a retry sent after wait from now
+// reaches the destination: its request may be written at any point of its
+// attempt timeout.
+func (c Contract) RetryArrival(now time.Time, wait time.Duration) time.Time {
+	return now.Add(wait + c.Retry.AttemptTimeout.D())
+}
+
 // Step is what the workflow does after an attempt.
 type Step string
 
@@ -115,8 +130,9 @@ const (
 
 // Next is the single table behind every delivery decision: what an attempt
 // of class cl means for a destination with this contract.
-// keyExpired is true once the destination's key retention has passed since
-// the first attempt; from then on its dedup can no longer be trusted.
+// keyExpired is true when a retry could reach the destination after its
+// key retention has passed since the first attempt (KeyExpired at
+// RetryArrival): its dedup can no longer be trusted for it.
 func (c Contract) Next(cl Class, keyExpired bool) Step {
 	switch cl {
 	case ClassCreated:

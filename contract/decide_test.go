@@ -75,3 +75,20 @@ func TestDeduplicatesRepeat(t *testing.T) {
 	require.False(t, Contract{Dedup: DedupLookup}.DeduplicatesRepeat(0))
 	require.False(t, Contract{Dedup: DedupNone}.DeduplicatesRepeat(0))
 }
+
+// TestKeyExpiredAtRetryArrival: a retry decided inside the key retention
+// is judged by when it could reach the destination, after its wait and its
+// whole attempt timeout.
+func TestKeyExpiredAtRetryArrival(t *testing.T) {
+	first := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	c := Contract{Dedup: DedupKey, KeyRetention: Duration(time.Second),
+		Retry: Retry{AttemptTimeout: Duration(500 * time.Millisecond)}}
+	decided := first.Add(300 * time.Millisecond) // the attempt's answer was lost
+	require.False(t, c.KeyExpired(first, decided), "inside the retention at the decision")
+	require.Equal(t, first.Add(2800*time.Millisecond), c.RetryArrival(decided, 2*time.Second))
+	require.True(t, c.KeyExpired(first, c.RetryArrival(decided, 2*time.Second)), "a retry 2s later arrives past it")
+	require.Equal(t, StepReview, c.Next(ClassUnknown, c.KeyExpired(first, c.RetryArrival(decided, 2*time.Second))))
+	require.False(t, c.KeyExpired(first, c.RetryArrival(decided, 100*time.Millisecond)), "one 100ms later arrives by 0.9s")
+	require.False(t, c.KeyExpired(first, first.Add(time.Second)), "the retention's last moment still recognises the key")
+	require.False(t, Contract{Dedup: DedupKey}.KeyExpired(first, first.Add(1000*time.Hour)), "no retention: kept for ever")
+}

@@ -64,10 +64,10 @@ func (l *Ledger) Count(_ context.Context, key string) (int, error) {
 }
 
 // ledgerContract is what the ledger declares: it recognises a key, and
-// keeps keys at least this long.
-var ledgerContract = contract.Contract{Dedup: contract.DedupKey, KeyRetention: contract.Duration(2 * time.Second),
+// keeps keys at least this long, time for a retry to reach it.
+var ledgerContract = contract.Contract{Dedup: contract.DedupKey, KeyRetention: contract.Duration(3 * time.Second),
 	Retry: contract.Retry{MaxAttempts: 5, InitialInterval: contract.Duration(200 * time.Millisecond),
-		AttemptTimeout: contract.Duration(5 * time.Second), Deadline: contract.Duration(time.Minute)}}
+		AttemptTimeout: contract.Duration(2 * time.Second), Deadline: contract.Duration(time.Minute)}}
 
 // TestOwnAdapterOnARealServer: a team's adapter, registered in its own
 // worker process, delivers through the Delivery workflow on a real dev
@@ -124,7 +124,7 @@ func TestOwnAdapterOnARealServer(t *testing.T) {
 		}
 		require.NotEmpty(t, fs)
 		require.Equal(t, "lost_response_same_key", fs[0].Case)
-		require.Contains(t, fs[0].Message, "declared dedup key with key_retention 2s, but a repeat with the same key after a lost response made a second effect")
+		require.Contains(t, fs[0].Message, "declared dedup key with key_retention 3s, but a repeat with the same key after a lost response made a second effect")
 	})
 }
 

@@ -274,7 +274,7 @@ func (d *delivery) parkReason(out activities.Outcome, c contract.Contract, keyEx
 		s = fmt.Sprintf("attempt %d got HTTP %d, which does not say that nothing was applied", n, out.StatusCode)
 	}
 	if keyExpired {
-		return fmt.Sprintf("%s; %s's key retention of %s has passed, so a retry could apply it twice: check the destination",
+		return fmt.Sprintf("%s; a retry would arrive after %s's key retention of %s, when it may no longer recognise the key, so it could apply it twice: check the destination",
 			s, d.in.Destination, c.KeyRetention)
 	}
 	return fmt.Sprintf("%s; %s (dedup %s) cannot tell whether it applied: check the destination", s, d.in.Destination, c.Dedup)

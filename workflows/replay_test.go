@@ -80,19 +80,22 @@ const (
 // deliveries whose reviewers have keys, deciding only on a verified proof;
 // and those that also take a signed batch job's decision, verifying the
 // job's proof against themselves; and those that also refuse a signer
-// whose key the workers' current file no longer lists.
+// whose key the workers' current file no longer lists; deliveries that
+// park an uncertain outcome when the retry would reach a key destination
+// after its key retention.
 const (
 	setTrust           = "trust"
 	setPlaceholders    = "placeholders"
 	setVerifiedReviews = "verified-reviews"
 	setVerifiedJobs    = "verified-jobs"
 	setRevocation      = "revocation"
+	setRetentionAtSend = "retention-at-send"
 )
 
 var (
 	deliverySets = []string{setConfigContract, setRecordedContract, setDeliverUpdate, setReviewDesk, setRetryState, setOutcomeLedger, setSettle}
 	gateSets     = []string{setGateReportedBreaker, setGateTerms, setGateMemo, setGateProof, setGateOwn}
-	trustSets    = []string{setTrust, setPlaceholders, setVerifiedReviews, setVerifiedJobs, setRevocation}
+	trustSets    = []string{setTrust, setPlaceholders, setVerifiedReviews, setVerifiedJobs, setRevocation, setRetentionAtSend}
 )
 
 // recordedHistories reads every Delivery set's index (the fault cases' and

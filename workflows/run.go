@@ -81,7 +81,8 @@ func (d *delivery) run(ctx workflow.Context) (DeliveryResult, error) {
 		if d.budget == 0 {
 			d.budget, deadline = c.Retry.MaxAttempts, first.Add(c.Retry.Deadline.D())
 		}
-		keyExpired := c.KeyRetention > 0 && workflow.Now(ctx).Sub(first) > c.KeyRetention.D()
+		wait := max(c.Retry.Interval(n), out.RetryAfter)
+		keyExpired := keyExpiredAtRetry(ctx, *c, out.Class, first, wait)
 		switch c.Next(out.Class, keyExpired) {
 		case contract.StepCreated:
 			return d.finish(ctx, StatusCreated, out.Receipt, "")
@@ -124,7 +125,7 @@ func (d *delivery) run(ctx workflow.Context) (DeliveryResult, error) {
 			case out.Class == contract.ClassUnconfigured:
 				evidence = fmt.Sprintf("attempt %d: %s; restore the destination in the workers' destinations file and decide retry, or find the effect", n, out.Error)
 			case keyExpired:
-				evidence += fmt.Sprintf(" after its key retention of %s", c.KeyRetention)
+				evidence += fmt.Sprintf(" that would arrive after its key retention of %s", c.KeyRetention)
 			}
 			d.reason = d.parkReason(out, *c, keyExpired)
 			if done, res, err := d.review(ctx, c.ReviewReminder, evidence, out.EarlierRuns); done {
@@ -136,7 +137,6 @@ func (d *delivery) run(ctx workflow.Context) (DeliveryResult, error) {
 		}
 
 		// StepRetry, or a lookup that found nothing.
-		wait := max(c.Retry.Interval(n), out.RetryAfter)
 		if n >= d.budget || workflow.Now(ctx).Add(wait).After(deadline.Add(d.heldFor)) {
 			return d.finish(ctx, StatusAttemptLimit, nil,
 				fmt.Sprintf("retry budget spent after %d attempts; last: %s: %s", n, out.Class, out.Error))
@@ -146,6 +146,23 @@ func (d *delivery) run(ctx workflow.Context) (DeliveryResult, error) {
 			return DeliveryResult{}, err
 		}
 	}
+}
+
+// keyExpiredAtRetry is Next's keyExpired after an attempt of class cl:
+// whether the retry sent after wait could reach the destination once its
+// key retention since first has passed, when the destination no longer
+// recognises the key and the retry would be a second effect. Deliveries
+// from before the rule asked whether it had passed at the decision; the
+// version is asked only where the two answers lead to different steps, so
+// the happy path and every other history write no marker.
+func keyExpiredAtRetry(ctx workflow.Context, c contract.Contract, cl contract.Class, first time.Time, wait time.Duration) bool {
+	now := workflow.Now(ctx)
+	atDecision := c.KeyExpired(first, now)
+	atArrival := c.KeyExpired(first, c.RetryArrival(now, wait))
+	if c.Next(cl, atDecision) == c.Next(cl, atArrival) {
+		return atDecision
+	}
+	return workflow.GetVersion(ctx, versionRetentionAtSend, workflow.DefaultVersion, 1) == 1
 }
 
 // retryWait waits before the next attempt, in state retry_wait, which it

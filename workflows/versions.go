@@ -66,3 +66,10 @@ const versionSettle = "settle"
 // since the delivery recorded it is refused. Asked only when a signed
 // decision verifies, so no other history carries it.
 const versionRevocation = "revocation"
+
+// versionRetentionAtSend marks deliveries that park an uncertain outcome
+// when the retry would reach a key destination after its key retention
+// (its wait, then its attempt timeout); those before it retried when the
+// retention had not passed at the decision. Asked only where the two rules
+// lead to different steps, so no other history carries it.
+const versionRetentionAtSend = "retention-at-send"

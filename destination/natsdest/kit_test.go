@@ -37,7 +37,9 @@ func TestNATSKeepsItsContract(t *testing.T) {
 // runKit runs the kit against a fresh stream whose acknowledgements come
 // late, through the SDK's test environment or, with c, a real server.
 func runKit(t *testing.T, late time.Duration, c client.Client) {
-	const window = 2 * time.Second
+	// Long enough for a retry (its wait, then its attempt's time) to reach
+	// the stream within it.
+	const window = 3 * time.Second
 	n := startNATS(t, window)
 	// A stream that refuses messages over a size: the kit's invalid payload.
 	kit := jetstream.StreamConfig{Name: "KIT", Subjects: []string{"kit.deliveries"}, Duplicates: window, MaxMsgSize: 512}
@@ -49,7 +51,7 @@ func runKit(t *testing.T, late time.Duration, c client.Client) {
 		NATS: &destinations.NATS{URL: link.URL(), Stream: kit.Name, Subject: kit.Subjects[0]},
 		Contract: contract.Contract{Dedup: contract.DedupKey, KeyRetention: contract.Duration(window),
 			Retry: contract.Retry{MaxAttempts: 5, InitialInterval: contract.Duration(100 * time.Millisecond),
-				AttemptTimeout: contract.Duration(3 * time.Second), Deadline: contract.Duration(time.Minute)}}}
+				AttemptTimeout: contract.Duration(1500 * time.Millisecond), Deadline: contract.Duration(time.Minute)}}}
 	ad := open(t, link.URL(), kit.Name, kit.Subjects[0], window)
 	link.AnswerLate(late)
 	destinationtest.Run(t, destinationtest.Subject{

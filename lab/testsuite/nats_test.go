@@ -20,21 +20,23 @@ import (
 	"github.com/abde64c9/courier/workflows"
 )
 
-// natsDestinations is a destinations file with three NATS destinations
+// natsDestinations is a destinations file with four NATS destinations
 // reached through link: orders (the lab's stream, a minute's window),
-// events (a one-second window, declared as its key retention) and gone
-// (a stream the test deletes).
+// events (a one-second window, declared as its key retention), events-later
+// (the same stream, retried 2s after a 500ms attempt) and gone (a stream
+// the test deletes).
 func natsDestinations(linkURL string) string {
-	dest := func(stream, subject, retention string, attempts int) string {
+	dest := func(stream, subject, retention, retry string) string {
 		return fmt.Sprintf(`{"adapter": "nats", "nats": {"url": %q, "stream": %q, "subject": %q},
-  "contract": {"dedup": "key", "key_retention": %q,
-    "retry": {"max_attempts": %d, "initial_interval": "100ms", "attempt_timeout": "2s", "deadline": "1m"}}}`,
-			linkURL, stream, subject, retention, attempts)
+  "contract": {"dedup": "key", "key_retention": %q, "retry": {%s, "deadline": "1m"}}}`,
+			linkURL, stream, subject, retention, retry)
 	}
+	const retry = `"max_attempts": 10, "initial_interval": "100ms", "attempt_timeout": "2s"`
 	return `{"destinations": {
-  "orders": ` + dest(lab.NATSStream, lab.NATSSubject, "1m", 10) + `,
-  "events": ` + dest("EVENTS", "events.short", "1s", 10) + `,
-  "gone": ` + dest("GONE", "gone.x", "1m", 2) + `}}`
+  "orders": ` + dest(lab.NATSStream, lab.NATSSubject, "1m", retry) + `,
+  "events": ` + dest("EVENTS", "events.short", "1s", retry) + `,
+  "events-later": ` + dest("EVENTS", "events.short", "1s", `"max_attempts": 10, "initial_interval": "2s", "attempt_timeout": "500ms"`) + `,
+  "gone": ` + dest("GONE", "gone.x", "1m", `"max_attempts": 2, "initial_interval": "100ms", "attempt_timeout": "2s"`) + `}}`
 }
 
 // TestRealNATS delivers to a NATS JetStream stream through the real
@@ -126,6 +128,23 @@ func TestRealNATS(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, ack.Duplicate, "the window has passed")
 		require.Len(t, stored("EVENTS", res.Key), 2)
+	})
+
+	t.Run("a retry that would arrive past a 1 s window parks", func(t *testing.T) {
+		in := lab.TicketInput("events-later", "later-"+runID)
+		// The acknowledgement is lost at once, inside the window, but the
+		// retry would go 2s later: past the window, where the stream takes
+		// the same message id as a new message.
+		link.LoseNextAck("events.short", 0, nil)
+		res, err := st.Deliver(ctx, in)
+		require.NoError(t, err)
+		require.Equal(t, workflows.StateAwaitingReview, res.State, "%+v", res.Attempts)
+		require.Len(t, res.Attempts, 1, "no resend")
+		require.Equal(t, contract.ClassUnknown, res.Attempts[0].Class, "%+v", res.Attempts)
+		require.Less(t, res.Attempts[0].Ended.Sub(res.Attempts[0].Started), time.Second, "lost inside the window")
+		require.Contains(t, res.Review.Evidence, "cannot deduplicate a retry that would arrive after its key retention of 1s")
+		require.Len(t, stored("EVENTS", res.Key), 1, "one message in the stream")
+		t.Logf("evidence: %s", res.Review.Evidence)
 	})
 
 	t.Run("a stream that does not exist", func(t *testing.T) {

@@ -60,6 +60,10 @@ const maxRetention = 10 * time.Second
 // retentionMargin is how far past the key retention the late repeat comes.
 const retentionMargin = time.Second
 
+// answerMargin is how long before its attempt times out the repeat within
+// the key retention reaches the adapter, for the adapter to answer.
+const answerMargin = time.Second
+
 func shortRetention(k *kit) string {
 	c := k.contract
 	r := c.KeyRetention.D()
@@ -70,10 +74,23 @@ func shortRetention(k *kit) string {
 		return fmt.Sprintf("key_retention %s is longer than the kit waits (%s)", r, maxRetention)
 	case c.Retry.MaxAttempts < 2 || c.Retry.Deadline.D() <= r+2*retentionMargin:
 		return "the retry budget (max_attempts, deadline) ends before the key retention"
-	case c.Retry.AttemptTimeout.D() <= r/2+retentionMargin:
-		return "retry.attempt_timeout is too short to repeat the key within its retention in one attempt"
+	case k.retryArrivesLate():
+		return "a retry could reach the destination after key_retention (the first retry's wait plus retry.attempt_timeout), " +
+			"so Courier parks a lost response instead of repeating the key (lost_response_same_key checks that)"
+	case c.Retry.AttemptTimeout.D() <= answerMargin:
+		return "retry.attempt_timeout is too short to hold the repeat back within one attempt"
 	}
 	return ""
+}
+
+// retryArrivesLate: the retry after a lost first answer could reach the
+// destination after its key retention, so the workflow parks instead of
+// sending it (contract.Next past the retention), as it decides right
+// after that first attempt.
+func (k *kit) retryArrivesLate() bool {
+	c := k.contract
+	var first time.Time
+	return c.KeyExpired(first, c.RetryArrival(first, c.Retry.Interval(1)))
 }
 
 // input is the n-th delivery of a case.
@@ -200,7 +217,7 @@ func (k *kit) afterLostResponse(repeat, key string, d delivered, effects int) []
 		return msgs
 	}
 	first := p.first.ResourceID
-	switch k.contract.Next(destination.Unknown, false) {
+	switch k.contract.Next(destination.Unknown, k.retryArrivesLate()) {
 	case contract.StepReview:
 		if len(d.parked) == 0 {
 			msgs = append(msgs, fmt.Sprintf("%s, but after a lost response the delivery ended %s without a review", dc, ended(d)))
@@ -399,7 +416,11 @@ func rejected(ctx context.Context, k *kit) ([]string, error) {
 // unknown outcome after it parks rather than sending again.
 func aroundRetention(ctx context.Context, k *kit) ([]string, error) {
 	r := k.contract.KeyRetention.D()
-	within := r / 2
+	// The repeat reaches the adapter as late as Courier's first retry may:
+	// after its wait, near the end of its attempt's time. Courier sends it
+	// only when that is within the key retention.
+	retry := k.contract.Retry
+	within := retry.Interval(1) + retry.AttemptTimeout.D() - answerMargin
 	key, d, effects, err := k.planned(ctx, &plan{fault: repeatLater, wait: within})
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -33,6 +34,11 @@ const (
 	trustAttemptTimeout = 30 * time.Second
 	trustDelay          = 20 * time.Second
 )
+
+// trustKeyRetention is the key retention the retention scenario declares
+// for helpdesk: shorter than an attempt may take, so a retry after a lost
+// answer could arrive after it.
+const trustKeyRetention = 10 * time.Second
 
 // trustScenario runs one delivery off the happy path, through the paths a
 // caller or an operator can take, and returns its workflow ID.
@@ -118,6 +124,51 @@ var trustScenarios = []trustScenario{
 			}
 		}
 		return h.WorkflowID, t.cancel(ctx, h.Key)
+	}},
+	// Last: it redeploys the worker with helpdesk's short key retention.
+	{"a key destination loses its answer after the commit and the retry would arrive after its key retention: parked, then delivered by review", func(ctx context.Context, t *trustDriver) (string, error) {
+		if err := t.redeploy(func(cfg *destinations.Config) {
+			d := cfg.Destinations[lab.DestHelpdesk]
+			d.Contract.KeyRetention = contract.Duration(trustKeyRetention)
+			cfg.Destinations[lab.DestHelpdesk] = d
+		}); err != nil {
+			return "", err
+		}
+		if err := t.env.Inject(lab.DestHelpdesk, sandbox.Fault{Kind: sandbox.FaultCloseAfterCommit}); err != nil {
+			return "", err
+		}
+		id := "trust-retention"
+		h, err := t.s.Start(ctx, lab.Input(lab.DestHelpdesk, id, lab.Ticket(id, "retry past the key retention")))
+		if err != nil {
+			return "", err
+		}
+		st, err := t.s.Wait(ctx, h.Key)
+		if err != nil {
+			return "", err
+		}
+		if st.State != workflows.StateAwaitingReview || len(st.Attempts) != 1 {
+			return "", fmt.Errorf("ended %s after %d attempts, want it parked for review after one", st.State, len(st.Attempts))
+		}
+		if n, err := t.env.Effects(lab.DestHelpdesk, id); err != nil || n != 1 {
+			return "", fmt.Errorf("%d tickets (%v), want one", n, err)
+		}
+		recs, err := t.env.Sandbox.Records(lab.SandboxService(t.env.Config.Destinations[lab.DestHelpdesk]))
+		if err != nil {
+			return "", err
+		}
+		i := slices.IndexFunc(recs, func(r sandbox.Record) bool { return r.Key == h.Key })
+		if i < 0 {
+			return "", fmt.Errorf("no ticket with key %s to name", h.Key)
+		}
+		found := workflows.ReviewDecision{Decision: workflows.DecisionDelivered, ResourceID: recs[i].TicketID, Reviewer: "ops", Note: "found it"}
+		if err := t.c.SignalWorkflow(ctx, h.WorkflowID, "", workflows.SignalReview, found); err != nil {
+			return "", err
+		}
+		var res workflows.DeliveryResult
+		if err := t.c.GetWorkflow(ctx, h.WorkflowID, "").Get(ctx, &res); err != nil {
+			return "", err
+		}
+		return h.WorkflowID, want(res.Status, workflows.StatusDeliveredByReview)
 	}},
 }
 

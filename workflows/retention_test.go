@@ -1,0 +1,121 @@
+package workflows_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	sdktest "go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/abde64c9/courier/activities"
+	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/lab"
+	"github.com/abde64c9/courier/lab/wftest"
+	"github.com/abde64c9/courier/opkey"
+	"github.com/abde64c9/courier/worker"
+	"github.com/abde64c9/courier/workflows"
+)
+
+// versionRetentionAtSend is the workflow's change ID for the rule.
+const versionRetentionAtSend = "retention-at-send"
+
+// TestRetryArrivalDecidesKeyRetention: after a lost answer at a key
+// destination, what decides is whether the retry could reach it after its
+// key retention (the retry's wait, then its attempt timeout), not whether
+// the retention had passed when the answer was lost. The lab's helpdesk
+// waits 100ms before its first retry and gives an attempt 700ms.
+func TestRetryArrivalDecidesKeyRetention(t *testing.T) {
+	lost := activities.Outcome{Class: contract.ClassUnknown, Error: "connection reset after the request was written"}
+	replayed := activities.Outcome{Class: contract.ClassReplayed, StatusCode: 201, Receipt: &activities.Receipt{ResourceID: "ticket-1", Replayed: true}}
+	cases := []struct {
+		name      string
+		retention time.Duration
+		// answered is how long the first attempt takes to be lost.
+		answered time.Duration
+		// version is what the marker answers; nil: no marker may be asked.
+		version *workflow.Version
+		parks   bool
+	}{
+		{name: "the retry would arrive past the retention: parks", retention: 500 * time.Millisecond, version: ptr(workflow.Version(1)), parks: true},
+		{name: "a delivery from before the rule retries as it did", retention: 500 * time.Millisecond, version: ptr(workflow.DefaultVersion)},
+		{name: "the retry arrives within the retention: retries, no marker", retention: time.Hour},
+		{name: "no retention declared: retries, no marker"},
+		{name: "the retention passed before the answer was lost: parks, no marker", retention: 500 * time.Millisecond, answered: time.Second, parks: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, acts := labWorker(t)
+			var ts sdktest.WorkflowTestSuite
+			env := ts.NewTestWorkflowEnvironment()
+			worker.Register(env, cfg, acts)
+			in := lab.Input(lab.DestHelpdesk, "retention", lab.Ticket("retention", "Move the workshop booking"))
+			env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.WorkflowID(opkey.Key(in.Operation))})
+
+			c := cfg.Destinations[lab.DestHelpdesk].Contract
+			c.KeyRetention = contract.Duration(tc.retention)
+			first := lost
+			first.Terms = &activities.Terms{Contract: &c}
+			env.OnActivity(workflows.ActivityAttempt, mock.Anything, mock.Anything).After(tc.answered).Return(first, nil).Once()
+			if tc.version == nil {
+				env.OnGetVersion(versionRetentionAtSend, workflow.DefaultVersion, 1).Never()
+			} else {
+				env.OnGetVersion(versionRetentionAtSend, workflow.DefaultVersion, 1).Return(*tc.version).Once()
+			}
+			var parked workflows.DeliveryStatus
+			var details string
+			if tc.parks {
+				env.RegisterDelayedCallback(func() {
+					var err error
+					parked, err = wftest.QueryStatus(env)
+					require.NoError(t, err)
+					details = wftest.CurrentDetails(t, env)
+					env.SignalWorkflow(workflows.SignalReview, workflows.ReviewDecision{
+						Decision: workflows.DecisionDelivered, ResourceID: "ticket-1", Reviewer: "ops", Note: "found it"})
+				}, time.Minute)
+			} else {
+				env.OnActivity(workflows.ActivityAttempt, mock.Anything, mock.Anything).Return(replayed, nil).Once()
+			}
+
+			res := wftest.Execute(t, env, in)
+			env.AssertExpectations(t)
+			if !tc.parks {
+				require.Equal(t, workflows.StatusDuplicate, res.Status, "%+v", res.Attempts)
+				require.Len(t, res.Attempts, 2)
+				return
+			}
+			require.Equal(t, workflows.StateAwaitingReview, parked.State)
+			require.Equal(t, workflows.StatusDeliveredByReview, res.Status)
+			require.Len(t, res.Attempts, 1, "no retry past the retention")
+			require.Equal(t, `attempt 1: unknown_outcome (connection reset after the request was written); `+
+				`destination "helpdesk" (dedup key) cannot deduplicate a retry that would arrive after its key retention of 500ms`,
+				parked.Review.Evidence)
+			require.Contains(t, details, "a retry would arrive after helpdesk's key retention of 500ms, "+
+				"when it may no longer recognise the key, so it could apply it twice: check the destination")
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// TestHappyPathAsksNoRetentionMarker: a first attempt that is answered at
+// a key destination with a short retention writes no marker.
+func TestHappyPathAsksNoRetentionMarker(t *testing.T) {
+	cfg, acts := labWorker(t)
+	var ts sdktest.WorkflowTestSuite
+	env := ts.NewTestWorkflowEnvironment()
+	worker.Register(env, cfg, acts)
+	in := lab.Input(lab.DestHelpdesk, "retention-happy", lab.Ticket("retention-happy", "Move the workshop booking"))
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.WorkflowID(opkey.Key(in.Operation))})
+	c := cfg.Destinations[lab.DestHelpdesk].Contract
+	c.KeyRetention = contract.Duration(time.Millisecond)
+	env.OnGetVersion(versionRetentionAtSend, workflow.DefaultVersion, 1).Never()
+	env.OnActivity(workflows.ActivityAttempt, mock.Anything, mock.Anything).Return(activities.Outcome{
+		Class: contract.ClassCreated, StatusCode: 201, Receipt: &activities.Receipt{ResourceID: "ticket-1"},
+		Terms: &activities.Terms{Contract: &c},
+	}, nil).Once()
+	require.Equal(t, workflows.StatusCreated, wftest.Execute(t, env, in).Status)
+	env.AssertExpectations(t)
+}
