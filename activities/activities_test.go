@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -91,5 +92,22 @@ func TestLookFirst(t *testing.T) {
 				require.Contains(t, out.Error, "not sent: an earlier attempt may have applied it, and the lookup before sending again failed")
 			}
 		})
+	}
+}
+
+// TestAdapterClassifiesNeverDecides: an adapter's answer of a class an
+// attempt does not have (one that would hold the delivery, stop it for an
+// earlier run, or none at all) is read as an unknown outcome, so no
+// adapter can skip the decision table; the attempt's own classes pass.
+func TestAdapterClassifiesNeverDecides(t *testing.T) {
+	for _, cl := range []contract.Class{contract.ClassHeld, contract.ClassEarlierRun, contract.ClassUnconfigured, "", "delivered"} {
+		out := attempted(destination.Outcome{Class: cl, Error: "said so"})
+		require.Equal(t, contract.ClassUnknown, out.Class, "%q", cl)
+		require.Contains(t, out.Error, fmt.Sprintf("the adapter answered class %q, which is not one of an attempt's classes", cl))
+		require.Contains(t, out.Error, "said so")
+	}
+	for _, cl := range []contract.Class{destination.Created, destination.Replayed, destination.NotSent, destination.Unknown, destination.InFlight,
+		destination.Conflict, destination.Rejected, destination.Throttled, destination.ServerError} {
+		require.Equal(t, cl, attempted(destination.Outcome{Class: cl}).Class)
 	}
 }
