@@ -147,6 +147,9 @@ type delivery struct {
 	released bool
 	heldFor  time.Duration
 	holds    int
+	// reviewedThrough is how many attempts there were when a reviewer
+	// last decided retry: those before it are the reviewer's to judge.
+	reviewedThrough int
 	// heldLast: the last Attempt activity was held, so the next one looks
 	// at the gate before anything is sent.
 	heldLast bool
