@@ -1,6 +1,7 @@
 package workflows_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -112,10 +113,125 @@ func TestHappyPathAsksNoRetentionMarker(t *testing.T) {
 	c := cfg.Destinations[lab.DestHelpdesk].Contract
 	c.KeyRetention = contract.Duration(time.Millisecond)
 	env.OnGetVersion(versionRetentionAtSend, workflow.DefaultVersion, 1).Never()
+	env.OnGetVersion(versionRetentionAfterUncertain, workflow.DefaultVersion, 1).Never()
 	env.OnActivity(workflows.ActivityAttempt, mock.Anything, mock.Anything).Return(activities.Outcome{
 		Class: contract.ClassCreated, StatusCode: 201, Receipt: &activities.Receipt{ResourceID: "ticket-1"},
 		Terms: &activities.Terms{Contract: &c},
 	}, nil).Once()
 	require.Equal(t, workflows.StatusCreated, wftest.Execute(t, env, in).Status)
 	env.AssertExpectations(t)
+}
+
+// versionRetentionAfterUncertain is the workflow's change ID for the rule
+// that no send reaches a key destination past its key retention once an
+// attempt may have applied.
+const versionRetentionAfterUncertain = "retention-after-uncertain"
+
+// TestNoSendPastRetentionAfterUncertain: a retry decided in time after a
+// lost answer, then carried past the key retention by what comes between
+// (a throttled answer's Retry-After, a hold), parks; deliveries from
+// before the rule send, and only where the two rules differ is the marker
+// asked. The lab's helpdesk waits 100ms before its first retry and gives
+// an attempt 700ms; its key retention here is 10s.
+func TestNoSendPastRetentionAfterUncertain(t *testing.T) {
+	lost := activities.Outcome{Class: contract.ClassUnknown, Error: "connection reset after the request was written"}
+	throttled := activities.Outcome{Class: contract.ClassThrottled, StatusCode: 503, Error: "HTTP 503", RetryAfter: 30 * time.Second}
+	held := activities.Outcome{Class: contract.ClassHeld, Hold: &activities.Hold{State: string(workflows.StatePaused), Reason: "partner maintenance (paused by alice)"}}
+	replayed := activities.Outcome{Class: contract.ClassReplayed, StatusCode: 201, Receipt: &activities.Receipt{ResourceID: "ticket-1", Replayed: true}}
+	cases := []struct {
+		name      string
+		retention time.Duration
+		answers   []activities.Outcome
+		// version is what the marker answers; nil: no marker may be asked.
+		version *workflow.Version
+		// evidence is the review's; empty: delivered without one.
+		evidence string
+	}{
+		{name: "throttled past the retention after a lost answer: parks", retention: 10 * time.Second,
+			answers: []activities.Outcome{lost, throttled}, version: ptr(workflow.Version(1)),
+			evidence: `attempt 2: throttled (HTTP 503); attempt 1 may have applied, and destination "helpdesk" (dedup key) ` +
+				`cannot deduplicate a send that would arrive after its key retention of 10s`},
+		{name: "throttled, from before the rule: sends", retention: 10 * time.Second,
+			answers: []activities.Outcome{lost, throttled, replayed}, version: ptr(workflow.DefaultVersion)},
+		{name: "held past the retention after a lost answer: parks", retention: 10 * time.Second,
+			answers: []activities.Outcome{lost, held}, version: ptr(workflow.Version(1)),
+			evidence: `the send after attempt 1 was held (paused: partner maintenance (paused by alice)) until now; attempt 1 may have applied, ` +
+				`and destination "helpdesk" (dedup key) cannot deduplicate a send that would arrive after its key retention of 10s`},
+		{name: "held, from before the rule: sends", retention: 10 * time.Second,
+			answers: []activities.Outcome{lost, held, replayed}, version: ptr(workflow.DefaultVersion)},
+		{name: "throttled within the retention: sends, no marker", retention: time.Hour,
+			answers: []activities.Outcome{lost, throttled, replayed}},
+		{name: "held within the retention: sends, no marker", retention: time.Hour,
+			answers: []activities.Outcome{lost, held, replayed}},
+		{name: "nothing may have applied: throttled and held past the retention send, no marker", retention: 10 * time.Second,
+			answers: []activities.Outcome{throttled, held, replayed}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, acts := labWorker(t)
+			var ts sdktest.WorkflowTestSuite
+			env := ts.NewTestWorkflowEnvironment()
+			worker.Register(env, cfg, acts)
+			in := lab.Input(lab.DestHelpdesk, "after-uncertain", lab.Ticket("after-uncertain", "Move the workshop booking"))
+			env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.WorkflowID(opkey.Key(in.Operation))})
+
+			c := cfg.Destinations[lab.DestHelpdesk].Contract
+			c.KeyRetention = contract.Duration(tc.retention)
+			var sendBy []time.Time
+			for i, out := range tc.answers {
+				if i == 0 {
+					out.Terms = &activities.Terms{Contract: &c}
+				}
+				env.OnActivity(workflows.ActivityAttempt, mock.Anything, mock.Anything).Return(
+					func(_ context.Context, req activities.Request) (activities.Outcome, error) {
+						sendBy = append(sendBy, req.SendBy)
+						return out, nil
+					}).Once()
+			}
+			env.OnGetVersion(versionRetentionAtSend, workflow.DefaultVersion, 1).Never()
+			if tc.version == nil {
+				env.OnGetVersion(versionRetentionAfterUncertain, workflow.DefaultVersion, 1).Never()
+			} else {
+				env.OnGetVersion(versionRetentionAfterUncertain, workflow.DefaultVersion, 1).Return(*tc.version).Once()
+			}
+			var parked workflows.DeliveryStatus
+			if tc.evidence != "" {
+				env.RegisterDelayedCallback(func() {
+					var err error
+					parked, err = wftest.QueryStatus(env)
+					require.NoError(t, err)
+					env.SignalWorkflow(workflows.SignalReview, workflows.ReviewDecision{
+						Decision: workflows.DecisionDelivered, ResourceID: "ticket-1", Reviewer: "ops", Note: "found it"})
+				}, time.Hour)
+			}
+
+			start := env.Now()
+			res := wftest.Execute(t, env, in)
+			env.AssertExpectations(t)
+			var sent int
+			for _, out := range tc.answers {
+				if out.Class != contract.ClassHeld {
+					sent++
+				}
+			}
+			require.Len(t, res.Attempts, sent, "%+v", res.Attempts)
+			// The worker is told when the retention ends once an attempt
+			// may have applied, to send nothing it would start too late.
+			require.Zero(t, sendBy[0])
+			for i, by := range sendBy[1:] {
+				if tc.answers[0].Class == contract.ClassUnknown {
+					require.True(t, start.Add(tc.retention).Equal(by), "attempt %d: send by %s", i+2, by)
+				} else {
+					require.Zero(t, by, "attempt %d: nothing may have applied", i+2)
+				}
+			}
+			if tc.evidence == "" {
+				require.Equal(t, workflows.StatusDuplicate, res.Status, "%+v", res.Attempts)
+				return
+			}
+			require.Equal(t, workflows.StateAwaitingReview, parked.State)
+			require.Equal(t, tc.evidence, parked.Review.Evidence)
+			require.Equal(t, workflows.StatusDeliveredByReview, res.Status)
+		})
+	}
 }
