@@ -71,10 +71,6 @@ func (a *Activities) Attempt(ctx context.Context, req Request) (Outcome, error) 
 			return held(ctx, req, hold, current), nil
 		}
 	}
-	if late := tooLate(ctx, req); late != "" {
-		activity.GetLogger(ctx).Warn("attempt not sent: past the key retention", "key", req.Key, "destination", req.Destination, "attempt", req.Attempt)
-		return Outcome{Class: contract.ClassNotSent, Error: late, Terms: current}, nil
-	}
 	ctx, cancel := a.cutShortOnStop(ctx)
 	defer cancel()
 	out, own, checked := a.guard(ctx, req)
@@ -119,21 +115,6 @@ func (a *Activities) Attempt(ctx context.Context, req Request) (Outcome, error) 
 		"key", req.Key, "destination", req.Destination, "attempt", req.Attempt,
 		"class", out.Class, "status_code", out.StatusCode, "error", out.Error)
 	return out, nil
-}
-
-// tooLate says why nothing is sent when the attempt, started now, could
-// reach the destination after req.SendBy: its request may be written at
-// any point of its attempt timeout. Empty: it may be sent.
-func tooLate(ctx context.Context, req Request) string {
-	if req.SendBy.IsZero() {
-		return ""
-	}
-	now := time.Now()
-	if !now.Add(req.Contract.Retry.AttemptTimeout.D()).After(req.SendBy) {
-		return ""
-	}
-	return fmt.Sprintf("not sent: started %s after it was scheduled, it could reach the destination after its key retention ends at %s",
-		now.Sub(activity.GetInfo(ctx).ScheduledTime).Round(time.Millisecond), req.SendBy.UTC().Format(time.RFC3339Nano))
 }
 
 // lookFirst looks the effect up before a lookup destination is sent the

@@ -62,13 +62,6 @@ type Request struct {
 	// lookup destination the attempt then looks the effect up before it
 	// sends again.
 	MayHaveApplied bool `json:"may_have_applied,omitempty"`
-	// SendBy, when set, is when the destination's key retention ends for
-	// an earlier attempt of this run that may have applied (the workflow
-	// sets it at a key destination that declares one): no request may
-	// reach the destination after it. A worker that would start the
-	// attempt too late, after a wait in a rate-limited task queue, sends
-	// nothing.
-	SendBy time.Time `json:"send_by,omitzero"`
 }
 
 // Attempted is what the adapter is given: the attempt under its recorded

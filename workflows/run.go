@@ -36,7 +36,6 @@ func (d *delivery) run(ctx workflow.Context) (DeliveryResult, error) {
 		return DeliveryResult{}, err
 	}
 	first := workflow.Now(ctx) // key retention counts from the first write
-	d.first = first
 	var deadline time.Time
 
 	for {
@@ -500,21 +499,7 @@ func (d *delivery) request(ctx workflow.Context, n int) activities.Request {
 		AcknowledgedRuns:   d.acknowledged,
 		Released:           d.released,
 		MayHaveApplied:     !nothingApplied(d.res.Attempts),
-		SendBy:             d.sendBy(),
 	}
-}
-
-// sendBy is when the key retention ends for an attempt since a reviewer
-// last decided retry that may have applied, at a key destination that
-// declares one; zero where no such limit applies. The worker checks it
-// when the attempt starts, which the workflow cannot see: the attempt may
-// wait in a rate-limited destination's task queue.
-func (d *delivery) sendBy() time.Time {
-	c := d.recorded()
-	if c == nil || c.Dedup != contract.DedupKey || c.KeyRetention <= 0 || !d.mayHaveApplied() {
-		return time.Time{}
-	}
-	return d.first.Add(c.KeyRetention.D())
 }
 
 // lookup asks a lookup destination whether the last attempt took effect.
