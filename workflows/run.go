@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -36,6 +37,7 @@ func (d *delivery) run(ctx workflow.Context) (DeliveryResult, error) {
 		return DeliveryResult{}, err
 	}
 	first := workflow.Now(ctx) // key retention counts from the first write
+	d.first = first
 	var deadline time.Time
 
 	for {
@@ -220,6 +222,18 @@ func (d *delivery) lastMayHaveApplied() int {
 		}
 	}
 	return n
+}
+
+// startBy is the last moment an attempt may start and still reach the
+// destination within its key retention, once an attempt since a reviewer
+// last decided retry may have applied at a key destination that declares
+// one; zero where no such limit applies.
+func (d *delivery) startBy() time.Time {
+	c := d.recorded()
+	if c == nil || c.Dedup != contract.DedupKey || c.KeyRetention <= 0 || !d.mayHaveApplied() {
+		return time.Time{}
+	}
+	return d.first.Add(c.KeyRetention.D() - c.Retry.AttemptTimeout.D())
 }
 
 // retentionEvidence is the review's evidence when what parks is a send
@@ -439,15 +453,28 @@ func (d *delivery) attempt(ctx workflow.Context) activities.Outcome {
 	// because what is safe depends on the result and the contract.
 	ctx = d.atDestination(ctx, &temporal.RetryPolicy{MaximumAttempts: 1}, d.attemptSummary(n))
 	started := workflow.Now(ctx)
+	startBy := d.startBy()
+	if !startBy.IsZero() {
+		// The decision counted the wait it chose, not the one in a
+		// rate-limited destination's task queue: an attempt that no worker
+		// starts by then could reach the destination past its retention.
+		ctx = workflow.WithScheduleToStartTimeout(ctx, max(startBy.Sub(started), time.Millisecond))
+	}
 	var out activities.Outcome
 	req := d.request(ctx, n)
 	d.released = false
 	err := workflow.ExecuteActivity(ctx, a.Attempt, req).Get(ctx, &out)
 	d.heldLast = false
 	var appErr *temporal.ApplicationError
+	var timeoutErr *temporal.TimeoutError
 	switch {
 	case errors.As(err, &appErr) && appErr.Type() == activities.ErrUnknownDestination:
 		out = activities.Outcome{Class: contract.ClassUnconfigured, Error: appErr.Message()}
+	case errors.As(err, &timeoutErr) && timeoutErr.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START:
+		// No worker took it: nothing was sent.
+		out = activities.Outcome{Class: contract.ClassNotSent, Error: fmt.Sprintf(
+			"not sent: no worker started it by %s, the last moment it could still reach the destination within its key retention",
+			startBy.UTC().Format(time.RFC3339Nano))}
 	case err != nil:
 		out = activities.Outcome{Class: contract.ClassUnknown, Error: "attempt lost: " + err.Error()}
 	}
