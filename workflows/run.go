@@ -453,17 +453,25 @@ func (d *delivery) attempt(ctx workflow.Context) activities.Outcome {
 	// because what is safe depends on the result and the contract.
 	ctx = d.atDestination(ctx, &temporal.RetryPolicy{MaximumAttempts: 1}, d.attemptSummary(n))
 	started := workflow.Now(ctx)
+	// The decision counted the wait it chose, not the time until this
+	// workflow task ran (a worker down) nor a wait in a rate-limited
+	// destination's task queue: an attempt that starts after startBy could
+	// reach the destination past its key retention.
 	startBy := d.startBy()
-	if !startBy.IsZero() {
-		// The decision counted the wait it chose, not the one in a
-		// rate-limited destination's task queue: an attempt that no worker
-		// starts by then could reach the destination past its retention.
-		ctx = workflow.WithScheduleToStartTimeout(ctx, max(startBy.Sub(started), time.Millisecond))
-	}
+	late := fmt.Sprintf("not sent: no worker started it by %s, the last moment it could still reach the destination within its key retention",
+		startBy.UTC().Format(time.RFC3339Nano))
 	var out activities.Outcome
-	req := d.request(ctx, n)
-	d.released = false
-	err := workflow.ExecuteActivity(ctx, a.Attempt, req).Get(ctx, &out)
+	var err error
+	if !startBy.IsZero() && !started.Before(startBy) && workflow.GetVersion(ctx, versionRetentionAfterUncertain, workflow.DefaultVersion, 1) == 1 {
+		out = activities.Outcome{Class: contract.ClassNotSent, Error: late}
+	} else {
+		if !startBy.IsZero() && started.Before(startBy) {
+			ctx = workflow.WithScheduleToStartTimeout(ctx, startBy.Sub(started))
+		}
+		req := d.request(ctx, n)
+		d.released = false
+		err = workflow.ExecuteActivity(ctx, a.Attempt, req).Get(ctx, &out)
+	}
 	d.heldLast = false
 	var appErr *temporal.ApplicationError
 	var timeoutErr *temporal.TimeoutError
@@ -471,10 +479,7 @@ func (d *delivery) attempt(ctx workflow.Context) activities.Outcome {
 	case errors.As(err, &appErr) && appErr.Type() == activities.ErrUnknownDestination:
 		out = activities.Outcome{Class: contract.ClassUnconfigured, Error: appErr.Message()}
 	case errors.As(err, &timeoutErr) && timeoutErr.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START:
-		// No worker took it: nothing was sent.
-		out = activities.Outcome{Class: contract.ClassNotSent, Error: fmt.Sprintf(
-			"not sent: no worker started it by %s, the last moment it could still reach the destination within its key retention",
-			startBy.UTC().Format(time.RFC3339Nano))}
+		out = activities.Outcome{Class: contract.ClassNotSent, Error: late} // no worker took it
 	case err != nil:
 		out = activities.Outcome{Class: contract.ClassUnknown, Error: "attempt lost: " + err.Error()}
 	}

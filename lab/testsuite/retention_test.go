@@ -2,6 +2,7 @@ package testsuite
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/lab"
 	"github.com/abde64c9/courier/lab/sandbox"
 	"github.com/abde64c9/courier/worker"
@@ -197,4 +199,52 @@ func TestNoSendPastKeyRetentionAfterUncertain(t *testing.T) {
 			t.Logf("evidence: %s", parked[0].Review.Evidence)
 		})
 	}
+}
+
+// TestLateStartPastKeyRetention: on a real dev server with `courier
+// worker` processes, a key destination declared with key_retention 8s
+// loses its first answer after the commit. The retry is decided in time
+// (3s later, a 1s attempt), then no worker runs until 9s: the one that
+// comes back does not start the retry, which could now arrive past the
+// retention (it ends not sent), and the delivery parks with one ticket.
+// The sandbox's service that ignores keys stands in for the destination
+// past its retention: a retry started then makes a second ticket. An
+// attempt that waits in a rate-limited destination's task queue is bound
+// the same way, by its schedule-to-start timeout.
+func TestLateStartPastKeyRetention(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const svc = "late"
+	s := newOpsStack(t, map[string]sandbox.Mode{svc: sandbox.ModeIgnoresKeys})
+	name := svc + "-" + s.run
+	s.deploy(destinations.Config{Destinations: map[string]destinations.Destination{name: s.dest(svc, contract.Contract{
+		Dedup: contract.DedupKey, KeyRetention: contract.Duration(8 * time.Second),
+		Retry: contract.Retry{MaxAttempts: 3, InitialInterval: contract.Duration(3 * time.Second), MaxInterval: contract.Duration(3 * time.Second),
+			AttemptTimeout: contract.Duration(time.Second), Deadline: contract.Duration(time.Minute)},
+	})}})
+	w := s.startWorker()
+	require.NoError(t, s.sandbox.Inject(svc, closeAfterCommit(1)))
+
+	began := time.Now()
+	h, err := s.starter.Start(ctx, s.input(name, "late-start"))
+	require.NoError(t, err)
+	s.waitFor(ctx, h.Key, 30*time.Second, "retrying", func(st workflows.DeliveryStatus) bool { return st.State == workflows.StateRetryWait })
+	w.Kill()
+	time.Sleep(time.Until(began.Add(9 * time.Second)))
+	s.startWorker()
+	st := s.waitFor(ctx, h.Key, time.Minute, "parked or finished", func(st workflows.DeliveryStatus) bool {
+		return st.State == workflows.StateAwaitingReview || st.Status != ""
+	})
+	require.Equal(t, workflows.StateAwaitingReview, st.State, "%s after %+v", st.Status, st.Attempts)
+	require.Len(t, st.Attempts, 2, "%+v", st.Attempts)
+	require.Equal(t, contract.ClassUnknown, st.Attempts[0].Class)
+	require.Equal(t, contract.ClassNotSent, st.Attempts[1].Class)
+	require.Contains(t, st.Review.Evidence, "attempt 2: not_sent (not sent: no worker started it by ")
+	require.Contains(t, st.Review.Evidence, fmt.Sprintf(`; attempt 1 may have applied, and destination %q (dedup key) `+
+		"cannot deduplicate a send that would arrive after its key retention of 8s", name))
+	t.Logf("evidence: %s", st.Review.Evidence)
+	require.Equal(t, 1, s.effects(svc), "one ticket")
+
+	_, err = s.starter.Review(ctx, h.Key, workflows.ReviewDecision{Decision: workflows.DecisionAbandon, Reviewer: "ops", Note: "checked"})
+	require.NoError(t, err)
 }
