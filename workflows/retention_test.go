@@ -6,7 +6,9 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 	sdktest "go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
@@ -63,6 +65,9 @@ func TestRetryArrivalDecidesKeyRetention(t *testing.T) {
 				env.OnGetVersion(versionRetentionAtSend, workflow.DefaultVersion, 1).Never()
 			} else {
 				env.OnGetVersion(versionRetentionAtSend, workflow.DefaultVersion, 1).Return(*tc.version).Once()
+				// From before the rules after it too: the retry, already
+				// too late to start, is sent.
+				env.OnGetVersion(versionRetentionAfterUncertain, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion).Maybe()
 			}
 			var parked workflows.DeliveryStatus
 			var details string
@@ -186,7 +191,7 @@ func TestNoSendPastRetentionAfterUncertain(t *testing.T) {
 			if tc.version == nil {
 				env.OnGetVersion(versionRetentionAfterUncertain, workflow.DefaultVersion, 1).Never()
 			} else {
-				env.OnGetVersion(versionRetentionAfterUncertain, workflow.DefaultVersion, 1).Return(*tc.version).Once()
+				env.OnGetVersion(versionRetentionAfterUncertain, workflow.DefaultVersion, 1).Return(*tc.version) // sticky: asked again, answered alike
 			}
 			var parked workflows.DeliveryStatus
 			if tc.evidence != "" {
@@ -217,4 +222,42 @@ func TestNoSendPastRetentionAfterUncertain(t *testing.T) {
 			require.Equal(t, workflows.StatusDeliveredByReview, res.Status)
 		})
 	}
+}
+
+// TestUnstartedRetryIsNotSent: a retry after a lost answer that no worker
+// starts in time (its schedule-to-start timeout, set once an attempt may
+// have applied at a key destination with a retention) sent nothing, and
+// could now arrive past the retention: it parks, naming the attempt that
+// may have applied.
+func TestUnstartedRetryIsNotSent(t *testing.T) {
+	cfg, acts := labWorker(t)
+	var ts sdktest.WorkflowTestSuite
+	env := ts.NewTestWorkflowEnvironment()
+	worker.Register(env, cfg, acts)
+	in := lab.Input(lab.DestHelpdesk, "unstarted", lab.Ticket("unstarted", "Move the workshop booking"))
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.WorkflowID(opkey.Key(in.Operation))})
+	c := cfg.Destinations[lab.DestHelpdesk].Contract
+	c.KeyRetention = contract.Duration(10 * time.Second)
+	env.OnActivity(workflows.ActivityAttempt, mock.Anything, mock.Anything).Return(activities.Outcome{
+		Class: contract.ClassUnknown, Error: "connection reset after the request was written", Terms: &activities.Terms{Contract: &c},
+	}, nil).Once()
+	env.OnActivity(workflows.ActivityAttempt, mock.Anything, mock.Anything).Return(
+		activities.Outcome{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)).After(10 * time.Second).Once()
+	env.OnGetVersion(versionRetentionAfterUncertain, workflow.DefaultVersion, 1).Return(workflow.Version(1)).Once()
+	var parked workflows.DeliveryStatus
+	env.RegisterDelayedCallback(func() {
+		var err error
+		parked, err = wftest.QueryStatus(env)
+		require.NoError(t, err)
+		env.SignalWorkflow(workflows.SignalReview, workflows.ReviewDecision{
+			Decision: workflows.DecisionAbandon, Reviewer: "ops", Note: "checked"})
+	}, time.Hour)
+	res := wftest.Execute(t, env, in)
+	env.AssertExpectations(t)
+	require.Equal(t, workflows.StatusAbandoned, res.Status)
+	require.Len(t, res.Attempts, 2)
+	require.Equal(t, contract.ClassNotSent, res.Attempts[1].Class)
+	require.Regexp(t, `^attempt 2: not_sent \(not sent: no worker started it by \S+, the last moment it could still reach the destination within its key retention\); `+
+		`attempt 1 may have applied, and destination "helpdesk" \(dedup key\) cannot deduplicate a send that would arrive after its key retention of 10s$`,
+		parked.Review.Evidence)
 }
