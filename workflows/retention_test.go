@@ -257,7 +257,7 @@ func TestUnstartedRetryIsNotSent(t *testing.T) {
 	require.Equal(t, workflows.StatusAbandoned, res.Status)
 	require.Len(t, res.Attempts, 2)
 	require.Equal(t, contract.ClassNotSent, res.Attempts[1].Class)
-	require.Regexp(t, `^attempt 2: not_sent \(not sent: no worker started it by \S+, the last moment it could still reach the destination within its key retention\); `+
+	require.Regexp(t, `^attempt 2: not_sent \(not sent: no worker started it by \S+, past which it could reach the destination after its key retention\); `+
 		`attempt 1 may have applied, and destination "helpdesk" \(dedup key\) cannot deduplicate a send that would arrive after its key retention of 10s$`,
 		parked.Review.Evidence)
 }

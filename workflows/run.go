@@ -224,16 +224,23 @@ func (d *delivery) lastMayHaveApplied() int {
 	return n
 }
 
-// startBy is the last moment an attempt may start and still reach the
-// destination within its key retention, once an attempt since a reviewer
-// last decided retry may have applied at a key destination that declares
-// one; zero where no such limit applies.
+// startLatency is what the server's timers and task dispatch may add to
+// the start a decision chose; an attempt later than that has waited for
+// something else (no worker, a rate-limited task queue).
+const startLatency = 5 * time.Second
+
+// startBy is the last moment an attempt may start, once an attempt since a
+// reviewer last decided retry may have applied at a key destination that
+// declares a key retention: the latest start the decision allowed (its
+// request reaching the destination within the retention), plus
+// startLatency. Zero where no such limit applies. The bound is a
+// schedule-to-start timeout, which adds no command.
 func (d *delivery) startBy() time.Time {
 	c := d.recorded()
 	if c == nil || c.Dedup != contract.DedupKey || c.KeyRetention <= 0 || !d.mayHaveApplied() {
 		return time.Time{}
 	}
-	return d.first.Add(c.KeyRetention.D() - c.Retry.AttemptTimeout.D())
+	return d.first.Add(c.KeyRetention.D() - c.Retry.AttemptTimeout.D() + startLatency)
 }
 
 // retentionEvidence is the review's evidence when what parks is a send
@@ -458,7 +465,7 @@ func (d *delivery) attempt(ctx workflow.Context) activities.Outcome {
 	// destination's task queue: an attempt that starts after startBy could
 	// reach the destination past its key retention.
 	startBy := d.startBy()
-	late := fmt.Sprintf("not sent: no worker started it by %s, the last moment it could still reach the destination within its key retention",
+	late := fmt.Sprintf("not sent: no worker started it by %s, past which it could reach the destination after its key retention",
 		startBy.UTC().Format(time.RFC3339Nano))
 	var out activities.Outcome
 	var err error

@@ -204,8 +204,9 @@ func TestNoSendPastKeyRetentionAfterUncertain(t *testing.T) {
 // TestLateStartPastKeyRetention: on a real dev server with `courier
 // worker` processes, a key destination declared with key_retention 8s
 // loses its first answer after the commit. The retry is decided in time
-// (3s later, a 1s attempt), then no worker runs until 9s: the one that
-// comes back does not start the retry, which could now arrive past the
+// (3s later, a 1s attempt), then no worker runs until 13s, past the 7s
+// its start was allowed and the server's 5s latency: the one that comes
+// back does not start the retry, which could now arrive past the
 // retention (it ends not sent), and the delivery parks with one ticket.
 // The sandbox's service that ignores keys stands in for the destination
 // past its retention: a retry started then makes a second ticket. An
@@ -230,7 +231,7 @@ func TestLateStartPastKeyRetention(t *testing.T) {
 	require.NoError(t, err)
 	s.waitFor(ctx, h.Key, 30*time.Second, "retrying", func(st workflows.DeliveryStatus) bool { return st.State == workflows.StateRetryWait })
 	w.Kill()
-	time.Sleep(time.Until(began.Add(9 * time.Second)))
+	time.Sleep(time.Until(began.Add(13 * time.Second)))
 	s.startWorker()
 	st := s.waitFor(ctx, h.Key, time.Minute, "parked or finished", func(st workflows.DeliveryStatus) bool {
 		return st.State == workflows.StateAwaitingReview || st.Status != ""
