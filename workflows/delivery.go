@@ -147,7 +147,8 @@ type delivery struct {
 	released bool
 	heldFor  time.Duration
 	holds    int
-	// first is when the first attempt started: key retention counts from it.
+	// first is when the run began, before its first attempt could write:
+	// key retention counts from it.
 	first time.Time
 	// reviewedThrough is how many attempts there were when a reviewer
 	// last decided retry: those before it are the reviewer's to judge.

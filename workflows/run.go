@@ -36,8 +36,7 @@ func (d *delivery) run(ctx workflow.Context) (DeliveryResult, error) {
 	if err := d.ensureSearchAttributes(ctx); err != nil {
 		return DeliveryResult{}, err
 	}
-	first := workflow.Now(ctx) // key retention counts from the first write
-	d.first = first
+	d.first = workflow.Now(ctx) // key retention counts from the first write
 	var deadline time.Time
 
 	for {
@@ -53,7 +52,7 @@ func (d *delivery) run(ctx workflow.Context) (DeliveryResult, error) {
 			if err := d.hold(ctx, held); err != nil {
 				return DeliveryResult{}, err
 			}
-			if c := d.recorded(); c != nil && d.sendPastRetention(ctx, *c, first) {
+			if c := d.recorded(); c != nil && d.sendPastRetention(ctx, *c) {
 				d.reason = d.retentionReason(*c)
 				if done, res, err := d.review(ctx, c.ReviewReminder, d.retentionEvidence(*c, fmt.Sprintf(
 					"the send after attempt %d was held (%s: %s) until now", len(d.res.Attempts), held.State, held.Reason)), nil); done {
@@ -91,10 +90,10 @@ func (d *delivery) run(ctx workflow.Context) (DeliveryResult, error) {
 			continue
 		}
 		if d.budget == 0 {
-			d.budget, deadline = c.Retry.MaxAttempts, first.Add(c.Retry.Deadline.D())
+			d.budget, deadline = c.Retry.MaxAttempts, d.first.Add(c.Retry.Deadline.D())
 		}
 		wait := max(c.Retry.Interval(n), out.RetryAfter)
-		step, keyExpired := d.next(ctx, *c, out.Class, first, wait)
+		step, keyExpired := d.next(ctx, *c, out.Class, wait)
 		switch step {
 		case contract.StepCreated:
 			return d.finish(ctx, StatusCreated, out.Receipt, "")
@@ -164,7 +163,7 @@ func (d *delivery) run(ctx workflow.Context) (DeliveryResult, error) {
 
 // next is Next's step after an attempt of class cl, and whether it is
 // taken because the next send could reach the destination past its key
-// retention since first (Next's keyExpired). Three rules have decided it:
+// retention since the first attempt (Next's keyExpired). Three rules have decided it:
 // first whether the retention had passed at the decision; then
 // (retention-at-send) whether a retry after an uncertain attempt could
 // arrive past it; now (retention-after-uncertain) whether any send could
@@ -172,10 +171,10 @@ func (d *delivery) run(ctx workflow.Context) (DeliveryResult, error) {
 // version is asked only where its rule and the one before lead to
 // different steps, so the happy path and every other history write no
 // marker.
-func (d *delivery) next(ctx workflow.Context, c contract.Contract, cl contract.Class, first time.Time, wait time.Duration) (contract.Step, bool) {
+func (d *delivery) next(ctx workflow.Context, c contract.Contract, cl contract.Class, wait time.Duration) (contract.Step, bool) {
 	now := workflow.Now(ctx)
-	atDecision := c.KeyExpired(first, now)
-	atArrival := c.KeyExpired(first, c.RetryArrival(now, wait))
+	atDecision := c.KeyExpired(d.first, now)
+	atArrival := c.KeyExpired(d.first, c.RetryArrival(now, wait))
 	// The older rules passed keyExpired to a table that read it only
 	// after an attempt that may have applied.
 	uncertain := !cl.NothingApplied()
@@ -195,12 +194,12 @@ func (d *delivery) next(ctx workflow.Context, c contract.Contract, cl contract.C
 
 // sendPastRetention reports whether the send after a hold should park
 // instead: an attempt of this run may have applied, and the send could
-// reach the destination past its key retention since first. It asks the
+// reach the destination past its key retention. It asks the
 // table as for an attempt that applied nothing, which a hold is.
 // Deliveries from before the rule sent; the version is asked only where
 // the rule parks.
-func (d *delivery) sendPastRetention(ctx workflow.Context, c contract.Contract, first time.Time) bool {
-	expired := d.mayHaveApplied() && c.KeyExpired(first, c.RetryArrival(workflow.Now(ctx), 0))
+func (d *delivery) sendPastRetention(ctx workflow.Context, c contract.Contract) bool {
+	expired := d.mayHaveApplied() && c.KeyExpired(d.first, c.RetryArrival(workflow.Now(ctx), 0))
 	return c.Next(contract.ClassNotSent, expired) == contract.StepReview &&
 		workflow.GetVersion(ctx, versionRetentionAfterUncertain, workflow.DefaultVersion, 1) == 1
 }
