@@ -12,6 +12,7 @@ import (
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/destinations"
+	"github.com/abde64c9/courier/gate"
 	"github.com/abde64c9/courier/lab"
 	"github.com/abde64c9/courier/lab/sandbox"
 	"github.com/abde64c9/courier/worker"
@@ -248,4 +249,58 @@ func TestLateStartPastKeyRetention(t *testing.T) {
 
 	_, err = s.starter.Review(ctx, h.Key, workflows.ReviewDecision{Decision: workflows.DecisionAbandon, Reviewer: "ops", Note: "checked"})
 	require.NoError(t, err)
+}
+
+// TestHoldPastKeyRetention: on a real dev server with a `courier worker`
+// process and the destination's real gate, a key destination declared
+// with key_retention 10s loses its first answer after the commit. The
+// retry is decided in time (3s later, a 1s attempt); the destination is
+// paused before it goes and resumed at 11s. The send the gate releases
+// would arrive past the retention: the delivery parks with one ticket,
+// where sending makes a second at the service that ignores keys (standing
+// in for the destination past its retention). A reviewer's retry is then
+// sent: theirs to decide, it is not parked again.
+func TestHoldPastKeyRetention(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const svc = "heldlate"
+	s := newOpsStack(t, map[string]sandbox.Mode{svc: sandbox.ModeIgnoresKeys})
+	name := svc + "-" + s.run
+	*s.workflow = append(*s.workflow, gate.WorkflowID(name))
+	s.deploy(destinations.Config{Destinations: map[string]destinations.Destination{name: s.dest(svc, contract.Contract{
+		Dedup: contract.DedupKey, KeyRetention: contract.Duration(10 * time.Second),
+		Retry: contract.Retry{MaxAttempts: 3, InitialInterval: contract.Duration(3 * time.Second), MaxInterval: contract.Duration(3 * time.Second),
+			AttemptTimeout: contract.Duration(time.Second), Deadline: contract.Duration(time.Minute)},
+	})}})
+	w := s.startWorker()
+	require.NoError(t, s.sandbox.Inject(svc, closeAfterCommit(1)))
+
+	began := time.Now()
+	h, err := s.starter.Start(ctx, s.input(name, "held-late"))
+	require.NoError(t, err)
+	s.waitFor(ctx, h.Key, 30*time.Second, "retrying", func(st workflows.DeliveryStatus) bool { return st.State == workflows.StateRetryWait })
+	_, err = s.starter.Pause(ctx, name, gate.PauseRequest{Reason: "partner maintenance", By: "alice"})
+	require.NoError(t, err)
+	seesGate(t, w, name, gate.Paused)
+	s.waitFor(ctx, h.Key, 30*time.Second, "held", func(st workflows.DeliveryStatus) bool { return st.State == workflows.StatePaused })
+	time.Sleep(time.Until(began.Add(11 * time.Second)))
+	_, err = s.starter.Resume(ctx, name, gate.ResumeRequest{By: "alice", Note: "maintenance over"})
+	require.NoError(t, err)
+
+	st := s.waitFor(ctx, h.Key, time.Minute, "parked or finished", func(st workflows.DeliveryStatus) bool {
+		return st.State == workflows.StateAwaitingReview || st.Status != ""
+	})
+	require.Equal(t, workflows.StateAwaitingReview, st.State, "%s after %+v", st.Status, st.Attempts)
+	require.Len(t, st.Attempts, 1, "nothing sent after the hold: %+v", st.Attempts)
+	require.Equal(t, fmt.Sprintf("the send after attempt 1 was held (paused: partner maintenance (paused by alice)) until now; attempt 1 may have applied, "+
+		"and destination %q (dedup key) cannot deduplicate a send that would arrive after its key retention of 10s", name), st.Review.Evidence)
+	t.Logf("evidence: %s", st.Review.Evidence)
+	require.Equal(t, 1, s.effects(svc), "one ticket")
+
+	_, err = s.starter.Review(ctx, h.Key, workflows.ReviewDecision{Decision: workflows.DecisionRetry, Reviewer: "ops", Note: "checked: send it again"})
+	require.NoError(t, err)
+	st = s.waitFor(ctx, h.Key, time.Minute, "finished", func(st workflows.DeliveryStatus) bool { return st.Status != "" })
+	require.Equal(t, workflows.StatusCreated, st.Status, "the reviewer's retry is sent: %+v", st.Attempts)
+	require.Len(t, st.Attempts, 2)
+	require.Equal(t, 2, s.effects(svc), "the reviewer's retry made its effect at the service that ignores keys")
 }
