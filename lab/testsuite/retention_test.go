@@ -3,13 +3,11 @@ package testsuite
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/gate"
@@ -86,44 +84,24 @@ func TestRetryPastKeyRetention(t *testing.T) {
 	}
 }
 
-// pausedFor is a destination's gate paused for its first looks after the
-// first attempt: it admits the first attempt, holds the next send for
-// looks more looks (each a hold of up to five minutes in the
-// workflow's clock), then admits again.
-type pausedFor struct {
-	looks int
-	seen  atomic.Int32
-}
-
-func (g *pausedFor) Admit(context.Context, string, string, bool) (*activities.Hold, bool, error) {
-	if n := int(g.seen.Add(1)); n > 1 && n <= 1+g.looks {
-		return &activities.Hold{State: string(workflows.StatePaused), Reason: "partner maintenance (paused by alice)"}, false, nil
-	}
-	return nil, false, nil
-}
-
-func (*pausedFor) Report(context.Context, string, string, activities.Outcome) {}
-func (*pausedFor) Release(context.Context, string) error                      { return nil }
-
 // TestNoSendPastKeyRetentionAfterUncertain runs the real Delivery workflow
 // in the Temporal test environment against the sandbox, at a key
 // destination with key_retention 10s whose first answer is lost after it
 // committed the ticket (close_after_commit): the retry is decided in time,
-// 100ms later. What comes between then carries the next send past the
-// retention: a 503 with Retry-After 30s, or the destination's gate paused
-// for three looks. The sandbox's service that ignores keys stands in for
-// the destination past its retention, where such a send makes a second
-// ticket: the delivery parks with one ticket. Controls: the same with
-// key_retention 1h at the service that honours keys ends duplicate with
-// one ticket, and a reviewer's retry is sent even when it is throttled
-// again (the reviewer checked): duplicate, one ticket.
+// 100ms later, and answered 503 with Retry-After 30s, which carries the
+// next send past the retention. The sandbox's service that ignores keys
+// stands in for the destination past its retention, where such a send
+// makes a second ticket: the delivery parks with one ticket. Controls: the
+// same with key_retention 1h at the service that honours keys ends
+// duplicate with one ticket, and a reviewer's retry is sent even when it
+// is throttled again (the reviewer checked): duplicate, one ticket. A hold
+// past the retention is TestHoldPastKeyRetention's, with the real gate.
 func TestNoSendPastKeyRetentionAfterUncertain(t *testing.T) {
 	throttled := sandbox.Fault{Kind: sandbox.FaultFail503, Delay: 30 * time.Second}
 	for _, c := range []struct {
 		name, dest string
 		retention  time.Duration
 		faults     []sandbox.Fault
-		gate       *pausedFor
 		decision   string
 		// evidence is the review's; empty: not parked.
 		evidence string
@@ -135,17 +113,9 @@ func TestNoSendPastKeyRetentionAfterUncertain(t *testing.T) {
 			evidence: `attempt 2: throttled (HTTP 503: {"error":"unavailable"}); attempt 1 may have applied, ` +
 				`and destination "ignoring" (dedup key) cannot deduplicate a send that would arrive after its key retention of 10s`,
 			status: workflows.StatusDeliveredByReview, classes: []contract.Class{unknown, contract.ClassThrottled}},
-		{name: "held past the retention: parks", dest: lab.DestIgnoring, retention: 10 * time.Second,
-			faults: []sandbox.Fault{closeAfterCommit(1)}, gate: &pausedFor{looks: 3}, decision: workflows.DecisionDelivered,
-			evidence: `the send after attempt 1 was held (paused: partner maintenance (paused by alice)) until now; attempt 1 may have applied, ` +
-				`and destination "ignoring" (dedup key) cannot deduplicate a send that would arrive after its key retention of 10s`,
-			status: workflows.StatusDeliveredByReview, classes: []contract.Class{unknown}},
 		{name: "throttled within a long retention: duplicate", dest: lab.DestHelpdesk, retention: time.Hour,
 			faults: []sandbox.Fault{closeAfterCommit(1), throttled},
 			status: workflows.StatusDuplicate, classes: []contract.Class{unknown, contract.ClassThrottled, replayed}},
-		{name: "held within a long retention: duplicate", dest: lab.DestHelpdesk, retention: time.Hour,
-			faults: []sandbox.Fault{closeAfterCommit(1)}, gate: &pausedFor{looks: 3},
-			status: workflows.StatusDuplicate, classes: []contract.Class{unknown, replayed}},
 		{name: "a reviewer's retry is sent, throttled again or not", dest: lab.DestHelpdesk, retention: 10 * time.Second,
 			faults: []sandbox.Fault{closeAfterCommit(1), throttled, throttled}, decision: workflows.DecisionRetry,
 			evidence: `attempt 2: throttled (HTTP 503: {"error":"unavailable"}); attempt 1 may have applied, ` +
@@ -164,9 +134,6 @@ func TestNoSendPastKeyRetentionAfterUncertain(t *testing.T) {
 			env.Config.Destinations[c.dest] = d
 			env.Activities = worker.NewActivities(nil, env.Config, env.Adapters)
 			env.Activities.Runs = noEarlierRuns{}
-			if c.gate != nil {
-				env.Activities.Gate = c.gate
-			}
 			for _, f := range c.faults {
 				require.NoError(t, env.Inject(c.dest, f))
 			}
