@@ -45,9 +45,9 @@ type Contract struct {
 	// at load against the key's length.
 	KeyMaxLength int           `json:"key_max_length,omitempty"`
 	ReplayMarker *ReplayMarker `json:"replay_marker,omitempty"`
-	// KeyRetention is how long the destination remembers keys; an unknown
-	// outcome is retried automatically only when the retry would arrive
-	// within it (see KeyExpired). Zero: forever.
+	// KeyRetention is how long the destination remembers keys; once an
+	// attempt may have applied, a later send goes only when it would
+	// arrive within it (see KeyExpired). Zero: forever.
 	KeyRetention Duration `json:"key_retention,omitempty"`
 	Retry        Retry    `json:"retry"`
 	// ReviewReminder, when set, reminds reviewers of a delivery that has been

@@ -132,7 +132,9 @@ const (
 // of class cl means for a destination with this contract.
 // keyExpired is true when a retry could reach the destination after its
 // key retention has passed since the first attempt (KeyExpired at
-// RetryArrival): its dedup can no longer be trusted for it.
+// RetryArrival): its dedup can no longer be trusted for it. After a class
+// that applied nothing the caller passes it only when an earlier attempt
+// may have applied: the retry is then a repeat of that one.
 func (c Contract) Next(cl Class, keyExpired bool) Step {
 	switch cl {
 	case ClassCreated:
@@ -144,7 +146,13 @@ func (c Contract) Next(cl Class, keyExpired bool) Step {
 	case ClassRejected:
 		return StepRejected
 	case ClassNotSent, ClassThrottled, ClassInFlight:
-		return StepRetry // nothing was applied: safe with any contract
+		// Nothing was applied by this attempt; but a retry past the key
+		// retention of an earlier attempt that may have applied could be a
+		// second effect. A unique commit never forgets.
+		if keyExpired && c.Dedup == DedupKey {
+			return StepReview
+		}
+		return StepRetry
 	case ClassEarlierRun, ClassUnconfigured:
 		return StepReview // nothing sent now, but only a person can say whether to
 	case ClassUnknown, ClassServerError:

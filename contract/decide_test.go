@@ -8,6 +8,9 @@ import (
 )
 
 // TestNext checks the README's table row by row, for every dedup kind.
+// Past retention, a class that applied nothing is passed keyExpired only
+// when an earlier attempt may have applied (the workflow's rule): a key
+// destination then parks; a unique commit never forgets.
 func TestNext(t *testing.T) {
 	type row struct {
 		class                     Class
@@ -17,12 +20,12 @@ func TestNext(t *testing.T) {
 	rows := []row{
 		{ClassCreated, StepCreated, StepCreated, StepCreated, StepCreated, StepCreated, StepCreated},
 		{ClassReplayed, StepDuplicate, StepDuplicate, StepDuplicate, StepDuplicate, StepDuplicate, StepDuplicate},
-		{ClassNotSent, StepRetry, StepRetry, StepRetry, StepRetry, StepRetry, StepRetry},
+		{ClassNotSent, StepRetry, StepRetry, StepRetry, StepRetry, StepReview, StepRetry},
 		{ClassUnknown, StepRetry, StepRetry, StepLookup, StepReview, StepReview, StepReview},
-		{ClassInFlight, StepRetry, StepRetry, StepRetry, StepRetry, StepRetry, StepRetry},
+		{ClassInFlight, StepRetry, StepRetry, StepRetry, StepRetry, StepReview, StepRetry},
 		{ClassConflict, StepConflict, StepConflict, StepConflict, StepConflict, StepConflict, StepConflict},
 		{ClassRejected, StepRejected, StepRejected, StepRejected, StepRejected, StepRejected, StepRejected},
-		{ClassThrottled, StepRetry, StepRetry, StepRetry, StepRetry, StepRetry, StepRetry},
+		{ClassThrottled, StepRetry, StepRetry, StepRetry, StepRetry, StepReview, StepRetry},
 		{ClassServerError, StepRetry, StepRetry, StepLookup, StepReview, StepReview, StepReview},
 		{ClassEarlierRun, StepReview, StepReview, StepReview, StepReview, StepReview, StepReview},
 		{ClassUnconfigured, StepReview, StepReview, StepReview, StepReview, StepReview, StepReview},

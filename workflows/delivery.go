@@ -147,6 +147,12 @@ type delivery struct {
 	released bool
 	heldFor  time.Duration
 	holds    int
+	// first is when the run began, before its first attempt could write:
+	// key retention counts from it.
+	first time.Time
+	// reviewedThrough is how many attempts there were when a reviewer
+	// last decided retry: those before it are the reviewer's to judge.
+	reviewedThrough int
 	// heldLast: the last Attempt activity was held, so the next one looks
 	// at the gate before anything is sent.
 	heldLast bool

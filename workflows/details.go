@@ -266,6 +266,9 @@ func (d *delivery) parkReason(out activities.Outcome, c contract.Contract, keyEx
 	case contract.ClassUnconfigured:
 		return fmt.Sprintf("destination %s is no longer configured on the workers: restore it, or check the destination", d.in.Destination)
 	}
+	if keyExpired && out.Class.NothingApplied() {
+		return d.retentionReason(c)
+	}
 	s := fmt.Sprintf("attempt %d ended %s", n, out.Class)
 	switch out.Class {
 	case contract.ClassUnknown:

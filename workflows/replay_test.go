@@ -82,7 +82,8 @@ const (
 // job's proof against themselves; and those that also refuse a signer
 // whose key the workers' current file no longer lists; deliveries that
 // park an uncertain outcome when the retry would reach a key destination
-// after its key retention.
+// after its key retention; and those that park any send past it once an
+// attempt may have applied (a retry held past it by a pause).
 const (
 	setTrust           = "trust"
 	setPlaceholders    = "placeholders"
@@ -90,12 +91,13 @@ const (
 	setVerifiedJobs    = "verified-jobs"
 	setRevocation      = "revocation"
 	setRetentionAtSend = "retention-at-send"
+	setRetentionHold   = "retention-after-hold"
 )
 
 var (
 	deliverySets = []string{setConfigContract, setRecordedContract, setDeliverUpdate, setReviewDesk, setRetryState, setOutcomeLedger, setSettle}
 	gateSets     = []string{setGateReportedBreaker, setGateTerms, setGateMemo, setGateProof, setGateOwn}
-	trustSets    = []string{setTrust, setPlaceholders, setVerifiedReviews, setVerifiedJobs, setRevocation, setRetentionAtSend}
+	trustSets    = []string{setTrust, setPlaceholders, setVerifiedReviews, setVerifiedJobs, setRevocation, setRetentionAtSend, setRetentionHold}
 )
 
 // recordedHistories reads every Delivery set's index (the fault cases' and

@@ -79,10 +79,12 @@ func (d *delivery) review(ctx workflow.Context, reminder contract.Duration, evid
 		res, err := d.finish(ctx, StatusAbandoned, nil, "abandoned by "+d.decidedBy+": "+rd.Note)
 		return true, res, err
 	}
-	// The reviewer saw the earlier runs named in the evidence.
+	// The reviewer saw the earlier runs named in the evidence, and the
+	// attempts so far.
 	for _, r := range earlier {
 		d.acknowledged = append(d.acknowledged, r.RunID)
 	}
+	d.reviewedThrough = len(d.res.Attempts)
 	return false, DeliveryResult{}, nil
 }
 

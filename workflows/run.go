@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -35,7 +36,7 @@ func (d *delivery) run(ctx workflow.Context) (DeliveryResult, error) {
 	if err := d.ensureSearchAttributes(ctx); err != nil {
 		return DeliveryResult{}, err
 	}
-	first := workflow.Now(ctx) // key retention counts from the first write
+	d.first = workflow.Now(ctx) // key retention counts from the first write
 	var deadline time.Time
 
 	for {
@@ -47,8 +48,18 @@ func (d *delivery) run(ctx workflow.Context) (DeliveryResult, error) {
 		}
 		if out.Class == contract.ClassHeld {
 			// Nothing was sent: no attempt, no budget, no deadline spent.
-			if err := d.hold(ctx, out.Hold); err != nil {
+			held := holdOf(out)
+			if err := d.hold(ctx, held); err != nil {
 				return DeliveryResult{}, err
+			}
+			if c := d.recorded(); c != nil && d.sendPastRetention(ctx, *c) {
+				d.reason = d.retentionReason(*c)
+				if done, res, err := d.review(ctx, c.ReviewReminder, d.retentionEvidence(*c, fmt.Sprintf(
+					"the send after attempt %d was held (%s: %s) until now", len(d.res.Attempts), held.State, held.Reason)), nil); done {
+					return res, err
+				}
+				// As after any review: the reviewer's retry starts a fresh budget.
+				d.budget, deadline, d.heldFor = len(d.res.Attempts)+c.Retry.MaxAttempts, workflow.Now(ctx).Add(c.Retry.Deadline.D()), 0
 			}
 			continue
 		}
@@ -79,11 +90,11 @@ func (d *delivery) run(ctx workflow.Context) (DeliveryResult, error) {
 			continue
 		}
 		if d.budget == 0 {
-			d.budget, deadline = c.Retry.MaxAttempts, first.Add(c.Retry.Deadline.D())
+			d.budget, deadline = c.Retry.MaxAttempts, d.first.Add(c.Retry.Deadline.D())
 		}
 		wait := max(c.Retry.Interval(n), out.RetryAfter)
-		keyExpired := keyExpiredAtRetry(ctx, *c, out.Class, first, wait)
-		switch c.Next(out.Class, keyExpired) {
+		step, keyExpired := d.next(ctx, *c, out.Class, wait)
+		switch step {
 		case contract.StepCreated:
 			return d.finish(ctx, StatusCreated, out.Receipt, "")
 		case contract.StepDuplicate:
@@ -124,6 +135,8 @@ func (d *delivery) run(ctx workflow.Context) (DeliveryResult, error) {
 				evidence = fmt.Sprintf("attempt %d: %s; decide retry only if none of those runs took effect", n, out.Error)
 			case out.Class == contract.ClassUnconfigured:
 				evidence = fmt.Sprintf("attempt %d: %s; restore the destination in the workers' destinations file and decide retry, or find the effect", n, out.Error)
+			case keyExpired && out.Class.NothingApplied():
+				evidence = d.retentionEvidence(*c, fmt.Sprintf("attempt %d: %s (%s)", n, out.Class, out.Error))
 			case keyExpired:
 				evidence += fmt.Sprintf(" that would arrive after its key retention of %s", c.KeyRetention)
 			}
@@ -148,21 +161,99 @@ func (d *delivery) run(ctx workflow.Context) (DeliveryResult, error) {
 	}
 }
 
-// keyExpiredAtRetry is Next's keyExpired after an attempt of class cl:
-// whether the retry sent after wait could reach the destination once its
-// key retention since first has passed, when the destination no longer
-// recognises the key and the retry would be a second effect. Deliveries
-// from before the rule asked whether it had passed at the decision; the
-// version is asked only where the two answers lead to different steps, so
-// the happy path and every other history write no marker.
-func keyExpiredAtRetry(ctx workflow.Context, c contract.Contract, cl contract.Class, first time.Time, wait time.Duration) bool {
+// next is Next's step after an attempt of class cl, and whether it is
+// taken because the next send could reach the destination past its key
+// retention since the first attempt (Next's keyExpired). Three rules have decided it:
+// first whether the retention had passed at the decision; then
+// (retention-at-send) whether a retry after an uncertain attempt could
+// arrive past it; now (retention-after-uncertain) whether any send could
+// arrive past it once an attempt of this run may have applied. Each
+// version is asked only where its rule and the one before lead to
+// different steps, so the happy path and every other history write no
+// marker.
+func (d *delivery) next(ctx workflow.Context, c contract.Contract, cl contract.Class, wait time.Duration) (contract.Step, bool) {
 	now := workflow.Now(ctx)
-	atDecision := c.KeyExpired(first, now)
-	atArrival := c.KeyExpired(first, c.RetryArrival(now, wait))
-	if c.Next(cl, atDecision) == c.Next(cl, atArrival) {
-		return atDecision
+	atDecision := c.KeyExpired(d.first, now)
+	atArrival := c.KeyExpired(d.first, c.RetryArrival(now, wait))
+	// The older rules passed keyExpired to a table that read it only
+	// after an attempt that may have applied.
+	uncertain := !cl.NothingApplied()
+	expired, step := atDecision, c.Next(cl, atDecision && uncertain)
+	if s := c.Next(cl, atArrival && uncertain); s != step {
+		if workflow.GetVersion(ctx, versionRetentionAtSend, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+			return step, expired
+		}
+		expired, step = atArrival, s
 	}
-	return workflow.GetVersion(ctx, versionRetentionAtSend, workflow.DefaultVersion, 1) == 1
+	if s := c.Next(cl, atArrival && d.mayHaveApplied()); s != step &&
+		workflow.GetVersion(ctx, versionRetentionAfterUncertain, workflow.DefaultVersion, 1) == 1 {
+		expired, step = atArrival, s
+	}
+	return step, expired
+}
+
+// sendPastRetention reports whether the send after a hold should park
+// instead: an attempt of this run may have applied, and the send could
+// reach the destination past its key retention. It asks the
+// table as for an attempt that applied nothing, which a hold is.
+// Deliveries from before the rule sent; the version is asked only where
+// the rule parks.
+func (d *delivery) sendPastRetention(ctx workflow.Context, c contract.Contract) bool {
+	expired := d.mayHaveApplied() && c.KeyExpired(d.first, c.RetryArrival(workflow.Now(ctx), 0))
+	return c.Next(contract.ClassNotSent, expired) == contract.StepReview &&
+		workflow.GetVersion(ctx, versionRetentionAfterUncertain, workflow.DefaultVersion, 1) == 1
+}
+
+// mayHaveApplied: an attempt since a reviewer last decided retry may have
+// taken effect. The reviewer's retry is theirs: they checked the attempts
+// before it.
+func (d *delivery) mayHaveApplied() bool {
+	return !nothingApplied(d.res.Attempts[d.reviewedThrough:])
+}
+
+// lastMayHaveApplied is the number of the last attempt that may have
+// taken effect.
+func (d *delivery) lastMayHaveApplied() int {
+	n := 0
+	for _, at := range d.res.Attempts {
+		if !at.Class.NothingApplied() {
+			n = at.Number
+		}
+	}
+	return n
+}
+
+// startLatency is what the server's timers and task dispatch may add to
+// the start a decision chose; an attempt later than that has waited for
+// something else (no worker, a rate-limited task queue).
+const startLatency = 5 * time.Second
+
+// startBy is the last moment an attempt may start, once an attempt since a
+// reviewer last decided retry may have applied at a key destination that
+// declares a key retention: the latest start the decision allowed (its
+// request reaching the destination within the retention), plus
+// startLatency. Zero where no such limit applies. The bound is a
+// schedule-to-start timeout, which adds no command.
+func (d *delivery) startBy() time.Time {
+	c := d.recorded()
+	if c == nil || c.Dedup != contract.DedupKey || c.KeyRetention <= 0 || !d.mayHaveApplied() {
+		return time.Time{}
+	}
+	return d.first.Add(c.KeyRetention.D() - c.Retry.AttemptTimeout.D() + startLatency)
+}
+
+// retentionEvidence is the review's evidence when what parks is a send
+// after what (which applied nothing), because an earlier attempt may have.
+func (d *delivery) retentionEvidence(c contract.Contract, what string) string {
+	return fmt.Sprintf("%s; attempt %d may have applied, and destination %q (dedup %s) cannot deduplicate a send that would arrive after its key retention of %s",
+		what, d.lastMayHaveApplied(), d.in.Destination, c.Dedup, c.KeyRetention)
+}
+
+// retentionReason is the park reason that goes with retentionEvidence.
+func (d *delivery) retentionReason(c contract.Contract) string {
+	return fmt.Sprintf("attempt %d may have applied it, and the next send would arrive after %s's key retention of %s, "+
+		"when it may no longer recognise the key, so it could apply it twice: check the destination",
+		d.lastMayHaveApplied(), d.in.Destination, c.KeyRetention)
 }
 
 // retryWait waits before the next attempt, in state retry_wait, which it
@@ -207,14 +298,19 @@ const (
 	holdSpread = 10 * time.Second
 )
 
+// holdOf is why a held outcome was held.
+func holdOf(out activities.Outcome) *activities.Hold {
+	if out.Hold == nil {
+		return &activities.Hold{State: string(StateCircuitOpen), Reason: "held"}
+	}
+	return out.Hold
+}
+
 // hold waits while the destination is paused or its breaker is open, until
 // the gate releases the delivery or it is time to look again. Held outcomes
 // come only from workers that have the gate, so no earlier history takes
 // this path.
 func (d *delivery) hold(ctx workflow.Context, h *activities.Hold) error {
-	if h == nil {
-		h = &activities.Hold{State: string(StateCircuitOpen), Reason: "held"}
-	}
 	d.holds++
 	d.heldLast = true
 	if d.holds <= MaxIgnoredRecords {
@@ -363,15 +459,33 @@ func (d *delivery) attempt(ctx workflow.Context) activities.Outcome {
 	// because what is safe depends on the result and the contract.
 	ctx = d.atDestination(ctx, &temporal.RetryPolicy{MaximumAttempts: 1}, d.attemptSummary(n))
 	started := workflow.Now(ctx)
+	// The decision counted the wait it chose, not the time until this
+	// workflow task ran (a worker down) nor a wait in a rate-limited
+	// destination's task queue: an attempt that starts after startBy could
+	// reach the destination past its key retention.
+	startBy := d.startBy()
+	late := fmt.Sprintf("not sent: no worker started it by %s, past which it could reach the destination after its key retention",
+		startBy.UTC().Format(time.RFC3339Nano))
 	var out activities.Outcome
-	req := d.request(ctx, n)
-	d.released = false
-	err := workflow.ExecuteActivity(ctx, a.Attempt, req).Get(ctx, &out)
+	var err error
+	if !startBy.IsZero() && !started.Before(startBy) && workflow.GetVersion(ctx, versionRetentionAfterUncertain, workflow.DefaultVersion, 1) == 1 {
+		out = activities.Outcome{Class: contract.ClassNotSent, Error: late}
+	} else {
+		if !startBy.IsZero() && started.Before(startBy) {
+			ctx = workflow.WithScheduleToStartTimeout(ctx, startBy.Sub(started))
+		}
+		req := d.request(ctx, n)
+		d.released = false
+		err = workflow.ExecuteActivity(ctx, a.Attempt, req).Get(ctx, &out)
+	}
 	d.heldLast = false
 	var appErr *temporal.ApplicationError
+	var timeoutErr *temporal.TimeoutError
 	switch {
 	case errors.As(err, &appErr) && appErr.Type() == activities.ErrUnknownDestination:
 		out = activities.Outcome{Class: contract.ClassUnconfigured, Error: appErr.Message()}
+	case errors.As(err, &timeoutErr) && timeoutErr.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START:
+		out = activities.Outcome{Class: contract.ClassNotSent, Error: late} // no worker took it
 	case err != nil:
 		out = activities.Outcome{Class: contract.ClassUnknown, Error: "attempt lost: " + err.Error()}
 	}

@@ -73,3 +73,13 @@ const versionRevocation = "revocation"
 // retention had not passed at the decision. Asked only where the two rules
 // lead to different steps, so no other history carries it.
 const versionRetentionAtSend = "retention-at-send"
+
+// versionRetentionAfterUncertain marks deliveries that park, once an
+// attempt may have applied, any send that could reach a key destination
+// after its key retention: a retry after a throttled, in-flight or not
+// sent answer, a send after a hold, or an attempt whose workflow task
+// came too late to start it in time (it is then not sent). Those before
+// it parked only a retry decided on an uncertain attempt. Asked only
+// where the two rules lead to different steps, so no other history
+// carries it.
+const versionRetentionAfterUncertain = "retention-after-uncertain"

@@ -518,7 +518,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	if faultIs(FaultFail503) {
 		done(ResultUnavailable, false, false)
-		w.Header().Set("Retry-After", "1")
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(fault.Delay/time.Second))))
 		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: "unavailable"})
 		return
 	}

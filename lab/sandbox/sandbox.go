@@ -97,7 +97,8 @@ const (
 	// FaultDelayBeforeCommit waits Delay, then closes the connection
 	// without writing anything: a timeout before any effect.
 	FaultDelayBeforeCommit FaultKind = "delay_before_commit"
-	// FaultFail503 answers 503 with Retry-After: 1 before any write.
+	// FaultFail503 answers 503 before any write, with Retry-After: Delay
+	// in whole seconds (1 when shorter).
 	FaultFail503 FaultKind = "fail_503"
 	// FaultGarbledLookup answers a lookup (GET) 200 with an HTML
 	// maintenance page: a success status over an answer that says nothing
@@ -123,7 +124,7 @@ const (
 type Fault struct {
 	Kind  FaultKind
 	Count int           // requests it applies to; 0 means 1
-	Delay time.Duration // for the delay kinds
+	Delay time.Duration // for the delay kinds; fail_503's Retry-After
 }
 
 // forLookup reports whether the fault is spent by lookups, not creates.

@@ -68,7 +68,7 @@ func btoi(b bool) int {
 func record(ctx context.Context) error {
 	set := flag.String("set", "", "the history set to write: a folder under "+wftest.HistoriesDir+"; required")
 	gate := flag.Bool("gate", false, "record the destination gate's scenarios instead of the fault cases")
-	trust := flag.Bool("trust", false, "record the Delivery scenarios off the happy path (caller-set attributes, cancels, a retry past the key retention) instead of the fault cases")
+	trust := flag.Bool("trust", false, "record the Delivery scenarios off the happy path (caller-set attributes, cancels, a retry past the key retention, one held past it) instead of the fault cases")
 	verified := flag.Bool("verified", false, "record the Delivery scenarios of reviewers with keys (signed decisions, good and bad)")
 	flag.Parse()
 	if n := btoi(*gate) + btoi(*trust) + btoi(*verified); n > 1 {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/destinations"
+	"github.com/abde64c9/courier/gate"
 	"github.com/abde64c9/courier/lab"
 	"github.com/abde64c9/courier/lab/sandbox"
 	"github.com/abde64c9/courier/lab/testsuite"
@@ -170,6 +171,98 @@ var trustScenarios = []trustScenario{
 		}
 		return h.WorkflowID, want(res.Status, workflows.StatusDeliveredByReview)
 	}},
+}
+
+// The retention-after-hold scenario's terms for helpdesk: the retry after
+// a lost answer is decided within the key retention (its wait and attempt
+// timeout end before it), and the gate then holds it past the retention.
+const (
+	holdKeyRetention = 15 * time.Second
+	holdRetryWait    = 6 * time.Second
+	holdAttempt      = time.Second
+)
+
+func init() {
+	trustScenarios = append(trustScenarios, trustScenario{
+		"a key destination loses its answer after the commit, the retry is held by a pause past its key retention: parked when resumed, then delivered by review",
+		retentionAfterHold,
+	})
+}
+
+// retentionAfterHold pauses helpdesk's gate between a lost answer and the
+// retry decided in time, resumes it once the key retention has passed,
+// and sees the delivery park with one ticket, not send.
+func retentionAfterHold(ctx context.Context, t *trustDriver) (string, error) {
+	if err := t.redeploy(func(cfg *destinations.Config) {
+		d := cfg.Destinations[lab.DestHelpdesk]
+		d.Contract.KeyRetention = contract.Duration(holdKeyRetention)
+		d.Contract.Retry.AttemptTimeout = contract.Duration(holdAttempt)
+		d.Contract.Retry.InitialInterval = contract.Duration(holdRetryWait)
+		d.Contract.Retry.MaxInterval = contract.Duration(holdRetryWait)
+		cfg.Destinations[lab.DestHelpdesk] = d
+	}); err != nil {
+		return "", err
+	}
+	if err := t.env.Inject(lab.DestHelpdesk, sandbox.Fault{Kind: sandbox.FaultCloseAfterCommit}); err != nil {
+		return "", err
+	}
+	id := "trust-retention-hold"
+	began := time.Now()
+	h, err := t.s.Start(ctx, lab.Input(lab.DestHelpdesk, id, lab.Ticket(id, "retry held past the key retention")))
+	if err != nil {
+		return "", err
+	}
+	if _, err := t.until(ctx, h.Key, func(st workflows.DeliveryStatus) bool { return len(st.Attempts) == 1 }); err != nil {
+		return "", err
+	}
+	if _, err := t.s.Pause(ctx, lab.DestHelpdesk, gate.PauseRequest{Reason: "partner maintenance", By: "ops"}); err != nil {
+		return "", err
+	}
+	if _, err := t.until(ctx, h.Key, func(st workflows.DeliveryStatus) bool { return st.State == workflows.StatePaused }); err != nil {
+		return "", fmt.Errorf("the retry was not held: %w", err)
+	}
+	select {
+	case <-ctx.Done():
+		return "", ctx.Err()
+	case <-time.After(time.Until(began.Add(holdKeyRetention + time.Second))):
+	}
+	if _, err := t.s.Resume(ctx, lab.DestHelpdesk, gate.ResumeRequest{By: "ops", Note: "maintenance over"}); err != nil {
+		return "", err
+	}
+	st, err := t.s.Wait(ctx, h.Key)
+	if err != nil {
+		return "", err
+	}
+	if st.State != workflows.StateAwaitingReview || len(st.Attempts) != 1 {
+		return "", fmt.Errorf("ended %s after %d attempts, want it parked for review after one", st.State, len(st.Attempts))
+	}
+	if n, err := t.env.Effects(lab.DestHelpdesk, id); err != nil || n != 1 {
+		return "", fmt.Errorf("%d tickets (%v), want one", n, err)
+	}
+	found := workflows.ReviewDecision{Decision: workflows.DecisionDelivered, ResourceID: "ticket-found", Reviewer: "ops", Note: "found it"}
+	if err := t.c.SignalWorkflow(ctx, h.WorkflowID, "", workflows.SignalReview, found); err != nil {
+		return "", err
+	}
+	var res workflows.DeliveryResult
+	if err := t.c.GetWorkflow(ctx, h.WorkflowID, "").Get(ctx, &res); err != nil {
+		return "", err
+	}
+	return h.WorkflowID, want(res.Status, workflows.StatusDeliveredByReview)
+}
+
+// until polls the delivery's status until ok.
+func (t *trustDriver) until(ctx context.Context, key string, ok func(workflows.DeliveryStatus) bool) (workflows.DeliveryStatus, error) {
+	for {
+		st, err := t.s.Status(ctx, key)
+		if err == nil && ok(st) {
+			return st, nil
+		}
+		select {
+		case <-ctx.Done():
+			return st, fmt.Errorf("%w: last %s after %d attempts", ctx.Err(), st.State, len(st.Attempts))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // recordTrust runs every -trust scenario against a `courier worker`
