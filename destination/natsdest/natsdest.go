@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -46,16 +47,24 @@ type Options struct {
 // Adapter publishes one delivery's payload per attempt. It holds one
 // connection, made by New, which reconnects on its own after a break.
 type Adapter struct {
-	o      Options
-	nc     *nats.Conn
-	js     jetstream.JetStream
+	o  Options
+	nc *nats.Conn
+	js jetstream.JetStream
+	// mu guards stream: nil until the stream has been checked, at New
+	// when the server was reachable, else at the first attempt that
+	// finds it reachable.
+	mu     sync.Mutex
 	stream jetstream.Stream
 }
 
 var _ destination.Adapter = (*Adapter)(nil)
 
 // New connects to o.URL and checks o.Stream: it must exist and keep
-// message ids at least as long as o.KeyRetention.
+// message ids at least as long as o.KeyRetention, or New fails. A server
+// that cannot be reached does not fail New, so that a NATS outage does not
+// stop a worker that serves other destinations: the adapter keeps
+// connecting in the background, answers not sent until it is connected,
+// and checks the stream at its first attempt that reaches the server.
 func New(o Options) (*Adapter, error) {
 	var errs []error
 	if o.URL == "" {
@@ -78,7 +87,7 @@ func New(o Options) (*Adapter, error) {
 		nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond),
 		// While disconnected a publish fails at once instead of waiting in
 		// a buffer that could be flushed after the attempt has ended.
-		nats.ReconnectBufSize(-1))
+		nats.ReconnectBufSize(-1), nats.RetryOnFailedConnect(true))
 	if err != nil {
 		return nil, fmt.Errorf("connect to NATS at %s: %w", redacted(o.URL), err)
 	}
@@ -87,27 +96,44 @@ func New(o Options) (*Adapter, error) {
 		nc.Close()
 		return nil, fmt.Errorf("JetStream at %s: %w", redacted(o.URL), err)
 	}
+	if !nc.IsConnected() {
+		return a, nil // checked at the first attempt that reaches it
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	if err := a.check(ctx); err != nil {
+	if err := a.checked(ctx); err != nil {
 		nc.Close()
 		return nil, err
 	}
 	return a, nil
 }
 
+// checked checks the stream once: see check.
+func (a *Adapter) checked(ctx context.Context) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.stream != nil {
+		return nil
+	}
+	s, err := a.check(ctx)
+	if err == nil {
+		a.stream = s
+	}
+	return err
+}
+
 // check finds the stream and compares its duplicate window with the
 // declared key retention.
-func (a *Adapter) check(ctx context.Context) error {
-	var err error
-	if a.stream, err = a.js.Stream(ctx, a.o.Stream); err != nil {
+func (a *Adapter) check(ctx context.Context) (jetstream.Stream, error) {
+	s, err := a.js.Stream(ctx, a.o.Stream)
+	if err != nil {
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			return fmt.Errorf("stream %q: not found at %s; create it (with subject %s and a duplicate window) or name an existing stream",
+			return nil, fmt.Errorf("stream %q: not found at %s; create it (with subject %s and a duplicate window) or name an existing stream",
 				a.o.Stream, redacted(a.o.URL), a.o.Subject)
 		}
-		return fmt.Errorf("stream %q at %s: %w", a.o.Stream, redacted(a.o.URL), err)
+		return nil, fmt.Errorf("stream %q at %s: %w", a.o.Stream, redacted(a.o.URL), err)
 	}
-	return CheckRetention(a.o.KeyRetention, a.stream.CachedInfo().Config.Duplicates, a.o.Stream)
+	return s, CheckRetention(a.o.KeyRetention, s.CachedInfo().Config.Duplicates, a.o.Stream)
 }
 
 // CheckRetention refuses a declared key retention that the stream's
@@ -145,7 +171,12 @@ func (a *Adapter) Deliver(ctx context.Context, req destination.Request) destinat
 		return destination.Failed(err, false)
 	}
 	if !a.nc.IsConnected() {
-		return destination.Failed(fmt.Errorf("not connected to NATS (%s)", a.nc.Status()), false)
+		return destination.Failed(fmt.Errorf("not connected to NATS at %s (%s)", redacted(a.o.URL), a.nc.Status()), false)
+	}
+	if err := a.checked(ctx); err != nil {
+		// Nothing is published to a stream that is missing or keeps ids
+		// for less than the declared key retention.
+		return destination.Outcome{Class: destination.NotSent, Error: "not sent: " + err.Error()}
 	}
 	msg := &nats.Msg{Subject: a.o.Subject, Data: req.Payload, Header: nats.Header{FingerprintHeader: []string{req.Fingerprint}}}
 	ack, err := a.js.PublishMsg(ctx, msg, jetstream.WithMsgID(req.Key), jetstream.WithExpectStream(a.o.Stream),
@@ -181,7 +212,10 @@ const FingerprintHeader = "Courier-Fingerprint"
 // stream itself recognised the key, and Courier compares fingerprints
 // before it sends.
 func (a *Adapter) otherPayload(ctx context.Context, seq uint64, fingerprint string) string {
-	m, err := a.stream.GetMsg(ctx, seq)
+	a.mu.Lock()
+	s := a.stream
+	a.mu.Unlock()
+	m, err := s.GetMsg(ctx, seq)
 	if err != nil {
 		return ""
 	}

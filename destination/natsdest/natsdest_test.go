@@ -182,3 +182,37 @@ func TestDeliverTooLarge(t *testing.T) {
 	require.Equal(t, destination.Rejected, out.Class)
 	require.Equal(t, "the payload is larger than the server takes (max_payload): nats: maximum payload exceeded", out.Error)
 }
+
+// TestServerDownAtStart: a NATS server that cannot be reached when the
+// worker starts does not stop it: attempts are not sent until the server
+// is up, then the stream is checked at the first attempt that reaches it
+// (a window shorter than the declared retention is still refused, nothing
+// published), and a fitting stream takes the message.
+func TestServerDownAtStart(t *testing.T) {
+	ctx := context.Background()
+	port, err := lab.FreePort()
+	require.NoError(t, err)
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	ad := open(t, "nats://"+addr, lab.NATSStream, lab.NATSSubject, 2*time.Minute)
+	out := ad.Deliver(ctx, request("k-down"))
+	require.Equal(t, destination.NotSent, out.Class)
+	require.Contains(t, out.Error, "not connected to NATS at nats://"+addr)
+
+	n, err := lab.StartNATS(addr, t.TempDir(), time.Minute)
+	require.NoError(t, err)
+	t.Cleanup(n.Close)
+	require.Eventually(t, func() bool {
+		out = ad.Deliver(ctx, request("k-down"))
+		return !strings.Contains(out.Error, "not connected")
+	}, 10*time.Second, 100*time.Millisecond)
+	require.Equal(t, destination.NotSent, out.Class, "the window (1m) is shorter than the declared retention (2m)")
+	require.Contains(t, out.Error, `contract.key_retention: 2m0s declared, but stream "COURIER" keeps message ids only for its duplicate window of 1m0s`)
+	seqs, err := n.Sequences(ctx, lab.NATSStream, "k-down")
+	require.NoError(t, err)
+	require.Empty(t, seqs, "nothing published")
+
+	require.NoError(t, n.DeleteStream(ctx, lab.NATSStream))
+	require.NoError(t, n.CreateStream(ctx, jetstream.StreamConfig{Name: lab.NATSStream, Subjects: []string{lab.NATSSubject}, Duplicates: 2 * time.Minute}))
+	out = ad.Deliver(ctx, request("k-down"))
+	require.Equal(t, destination.Created, out.Class, out.Error)
+}
