@@ -14,6 +14,7 @@ import (
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/contract"
+	"github.com/abde64c9/courier/destinations"
 	"github.com/abde64c9/courier/lab"
 	"github.com/abde64c9/courier/lab/wftest"
 	"github.com/abde64c9/courier/opkey"
@@ -49,12 +50,7 @@ func TestRetryArrivalDecidesKeyRetention(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, acts := labWorker(t)
-			var ts sdktest.WorkflowTestSuite
-			env := ts.NewTestWorkflowEnvironment()
-			worker.Register(env, cfg, acts)
-			in := lab.Input(lab.DestHelpdesk, "retention", lab.Ticket("retention", "Move the workshop booking"))
-			env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.WorkflowID(opkey.Key(in.Operation))})
+			env, cfg, in := helpdeskDelivery(t, "retention")
 
 			c := cfg.Destinations[lab.DestHelpdesk].Contract
 			c.KeyRetention = contract.Duration(tc.retention)
@@ -108,12 +104,7 @@ func ptr[T any](v T) *T { return &v }
 // TestHappyPathAsksNoRetentionMarker: a first attempt that is answered at
 // a key destination with a short retention writes no marker.
 func TestHappyPathAsksNoRetentionMarker(t *testing.T) {
-	cfg, acts := labWorker(t)
-	var ts sdktest.WorkflowTestSuite
-	env := ts.NewTestWorkflowEnvironment()
-	worker.Register(env, cfg, acts)
-	in := lab.Input(lab.DestHelpdesk, "retention-happy", lab.Ticket("retention-happy", "Move the workshop booking"))
-	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.WorkflowID(opkey.Key(in.Operation))})
+	env, cfg, in := helpdeskDelivery(t, "retention-happy")
 	c := cfg.Destinations[lab.DestHelpdesk].Contract
 	c.KeyRetention = contract.Duration(time.Millisecond)
 	env.OnGetVersion(versionRetentionAtSend, workflow.DefaultVersion, 1).Never()
@@ -172,12 +163,7 @@ func TestNoSendPastRetentionAfterUncertain(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, acts := labWorker(t)
-			var ts sdktest.WorkflowTestSuite
-			env := ts.NewTestWorkflowEnvironment()
-			worker.Register(env, cfg, acts)
-			in := lab.Input(lab.DestHelpdesk, "after-uncertain", lab.Ticket("after-uncertain", "Move the workshop booking"))
-			env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.WorkflowID(opkey.Key(in.Operation))})
+			env, cfg, in := helpdeskDelivery(t, "after-uncertain")
 
 			c := cfg.Destinations[lab.DestHelpdesk].Contract
 			c.KeyRetention = contract.Duration(tc.retention)
@@ -230,12 +216,7 @@ func TestNoSendPastRetentionAfterUncertain(t *testing.T) {
 // could now arrive past the retention: it parks, naming the attempt that
 // may have applied.
 func TestUnstartedRetryIsNotSent(t *testing.T) {
-	cfg, acts := labWorker(t)
-	var ts sdktest.WorkflowTestSuite
-	env := ts.NewTestWorkflowEnvironment()
-	worker.Register(env, cfg, acts)
-	in := lab.Input(lab.DestHelpdesk, "unstarted", lab.Ticket("unstarted", "Move the workshop booking"))
-	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.WorkflowID(opkey.Key(in.Operation))})
+	env, cfg, in := helpdeskDelivery(t, "unstarted")
 	c := cfg.Destinations[lab.DestHelpdesk].Contract
 	c.KeyRetention = contract.Duration(10 * time.Second)
 	env.OnActivity(workflows.ActivityAttempt, mock.Anything, mock.Anything).Return(activities.Outcome{
@@ -260,4 +241,18 @@ func TestUnstartedRetryIsNotSent(t *testing.T) {
 	require.Regexp(t, `^attempt 2: not_sent \(not sent: no worker started it by \S+, past which it could reach the destination after its key retention\); `+
 		`attempt 1 may have applied, and destination "helpdesk" \(dedup key\) cannot deduplicate a send that would arrive after its key retention of 10s$`,
 		parked.Review.Evidence)
+}
+
+// helpdeskDelivery is a test environment with the lab's destinations and
+// a delivery of a ticket to helpdesk under businessID, started under its
+// own workflow ID.
+func helpdeskDelivery(t *testing.T, businessID string) (*sdktest.TestWorkflowEnvironment, destinations.Config, workflows.DeliveryInput) {
+	t.Helper()
+	cfg, acts := labWorker(t)
+	var ts sdktest.WorkflowTestSuite
+	env := ts.NewTestWorkflowEnvironment()
+	worker.Register(env, cfg, acts)
+	in := lab.Input(lab.DestHelpdesk, businessID, lab.Ticket(businessID, "Move the workshop booking"))
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.WorkflowID(opkey.Key(in.Operation))})
+	return env, cfg, in
 }
