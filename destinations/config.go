@@ -156,7 +156,7 @@ func Parse(b []byte) (Config, error) {
 	}
 	if cfg.Notifier != nil {
 		if err := cfg.Notifier.validate(); err != nil {
-			errs = append(errs, fmt.Errorf("notifier (line %d): %w", lineOfKey(b, "notifier"), prefixed("notifier.", err)))
+			errs = append(errs, fmt.Errorf("notifier (line %d): %w", lineOfKey(b, "notifier"), Prefixed("notifier.", err)))
 		}
 	}
 	for _, name := range cfg.Names() {
@@ -260,7 +260,7 @@ func (d Destination) validate() error {
 		errs = append(errs, d.Auth.validate("auth"))
 	}
 	if d.Notifier != nil {
-		errs = append(errs, prefixed("notifier.", d.Notifier.validate()))
+		errs = append(errs, Prefixed("notifier.", d.Notifier.validate()))
 	}
 	errs = append(errs, d.Reviewers.validate())
 	if d.RateLimit < 0 {
@@ -275,7 +275,7 @@ func (d Destination) validate() error {
 		}
 	}
 	if err := errors.Join(d.Contract.Validate(), validateKeyPlacement(d.Contract)); err != nil {
-		errs = append(errs, prefixed("contract.", err))
+		errs = append(errs, Prefixed("contract.", err))
 	}
 	return errors.Join(errs...)
 }
@@ -332,7 +332,9 @@ func (a *Auth) Secret() (string, error) {
 	return v, nil
 }
 
-func prefixed(prefix string, err error) error {
+// Prefixed puts prefix before each line of err: a block's errors named
+// by their field as the file names it ("smtp." + "addr: ...").
+func Prefixed(prefix string, err error) error {
 	if err == nil {
 		return nil
 	}

@@ -73,7 +73,7 @@ func (l *LookupReading) validate() error {
 		}
 	}
 	if err := l.Receipt.validate(); err != nil {
-		errs = append(errs, prefixed("receipt", err))
+		errs = append(errs, Prefixed("receipt", err))
 	}
 	if l.Receipt != nil && l.Receipt.IDFromLocation {
 		bad("receipt.id_from_location: a lookup's record names its id in the answer; use receipt.id")

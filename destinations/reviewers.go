@@ -91,7 +91,7 @@ func (rs Reviewers) validate() error {
 			continue
 		}
 		if err := r.Check(); err != nil {
-			errs = append(errs, prefixed(fmt.Sprintf("reviewers[%d].", i), err))
+			errs = append(errs, Prefixed(fmt.Sprintf("reviewers[%d].", i), err))
 		}
 		if slices.IndexFunc(rs, func(o reviewproof.Reviewer) bool { return o.Name == r.Name }) < i {
 			errs = append(errs, fmt.Errorf("reviewers[%d]: name %q listed twice; a name is the key id of its proofs (to rotate a key, add it under a new name)", i, r.Name))

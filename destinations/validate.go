@@ -93,12 +93,12 @@ func (d Destination) validateDialect(line func(i int) int) error {
 			bad("contract.key_field: %s would replace the payload placed at body.under %s; pick a field beside it", kf, b.Under)
 		}
 	}
-	errs = append(errs, prefixed("receipt", d.Receipt.validate()))
+	errs = append(errs, Prefixed("receipt", d.Receipt.validate()))
 	if d.Lookup != nil {
 		if d.Contract.Dedup != contract.DedupLookup || d.LookupURL == "" {
 			bad("lookup: reads the answer of lookup_url, for dedup lookup")
 		}
-		errs = append(errs, prefixed("lookup.", d.Lookup.validate()))
+		errs = append(errs, Prefixed("lookup.", d.Lookup.validate()))
 	}
 	if t := d.TLS; t != nil {
 		if (t.CertFile == "") != (t.KeyFile == "") {

@@ -1,9 +1,6 @@
 package worker
 
 import (
-	"errors"
-	"fmt"
-
 	"github.com/abde64c9/courier/destination"
 	"github.com/abde64c9/courier/destination/smtpdest"
 	"github.com/abde64c9/courier/destinations"
@@ -15,16 +12,8 @@ import (
 func openSMTP(d destinations.Destination) (destination.Adapter, error) {
 	s := d.SMTP
 	o := smtpdest.Options{Addr: s.Addr, From: s.From, To: s.To, Domain: s.Domain}
-	err := o.Check()
-	if err == nil {
-		return smtpdest.New(o)
+	if err := o.Check(); err != nil {
+		return nil, destinations.Prefixed("smtp.", err)
 	}
-	var errs []error
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		for _, e := range j.Unwrap() {
-			errs = append(errs, fmt.Errorf("smtp.%w", e))
-		}
-		return nil, errors.Join(errs...)
-	}
-	return nil, fmt.Errorf("smtp.%w", err)
+	return smtpdest.New(o)
 }
