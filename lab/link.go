@@ -32,21 +32,28 @@ func NewLink(target string) (*Link, error) {
 func (l *Link) Addr() string { return l.ln.Addr().String() }
 
 func (l *Link) accept() {
+	acceptRelays(l.ln, l.target, func(c, up net.Conn) {
+		if l.track(c, up) {
+			go relay(c, up)
+			go relay(up, c)
+		}
+	})
+}
+
+// acceptRelays accepts connections on ln until it is closed, dials target
+// for each, and hands both ends to serve.
+func acceptRelays(ln net.Listener, target string, serve func(client, up net.Conn)) {
 	for {
-		c, err := l.ln.Accept()
+		c, err := ln.Accept()
 		if err != nil {
 			return
 		}
-		up, err := net.Dial("tcp", l.target)
+		up, err := net.Dial("tcp", target)
 		if err != nil {
 			c.Close()
 			continue
 		}
-		if !l.track(c, up) {
-			continue
-		}
-		go relay(c, up)
-		go relay(up, c)
+		serve(c, up)
 	}
 }
 

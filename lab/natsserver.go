@@ -217,21 +217,12 @@ func (l *NATSLink) take(chunk []byte) *loseAck {
 func (l *NATSLink) Close() error { return l.ln.Close() }
 
 func (l *NATSLink) accept() {
-	for {
-		c, err := l.ln.Accept()
-		if err != nil {
-			return
-		}
-		up, err := net.Dial("tcp", l.target)
-		if err != nil {
-			c.Close()
-			continue
-		}
+	acceptRelays(l.ln, l.target, func(c, up net.Conn) {
 		var deaf sync.Once
 		muted := make(chan struct{})
 		go l.toServer(c, up, func() { deaf.Do(func() { close(muted) }) })
 		go l.toClient(up, c, muted)
-	}
+	})
 }
 
 // toServer copies the client's bytes to the server, losing the answers
