@@ -143,15 +143,8 @@ var trustScenarios = []trustScenario{
 		if err != nil {
 			return "", err
 		}
-		st, err := t.s.Wait(ctx, h.Key)
-		if err != nil {
+		if err := t.parkedWithOneTicket(ctx, h.Key, id); err != nil {
 			return "", err
-		}
-		if st.State != workflows.StateAwaitingReview || len(st.Attempts) != 1 {
-			return "", fmt.Errorf("ended %s after %d attempts, want it parked for review after one", st.State, len(st.Attempts))
-		}
-		if n, err := t.env.Effects(lab.DestHelpdesk, id); err != nil || n != 1 {
-			return "", fmt.Errorf("%d tickets (%v), want one", n, err)
 		}
 		recs, err := t.env.Sandbox.Records(lab.SandboxService(t.env.Config.Destinations[lab.DestHelpdesk]))
 		if err != nil {
@@ -229,15 +222,8 @@ func retentionAfterHold(ctx context.Context, t *trustDriver) (string, error) {
 	if _, err := t.s.Resume(ctx, lab.DestHelpdesk, gate.ResumeRequest{By: "ops", Note: "maintenance over"}); err != nil {
 		return "", err
 	}
-	st, err := t.s.Wait(ctx, h.Key)
-	if err != nil {
+	if err := t.parkedWithOneTicket(ctx, h.Key, id); err != nil {
 		return "", err
-	}
-	if st.State != workflows.StateAwaitingReview || len(st.Attempts) != 1 {
-		return "", fmt.Errorf("ended %s after %d attempts, want it parked for review after one", st.State, len(st.Attempts))
-	}
-	if n, err := t.env.Effects(lab.DestHelpdesk, id); err != nil || n != 1 {
-		return "", fmt.Errorf("%d tickets (%v), want one", n, err)
 	}
 	found := workflows.ReviewDecision{Decision: workflows.DecisionDelivered, ResourceID: "ticket-found", Reviewer: "ops", Note: "found it"}
 	if err := t.c.SignalWorkflow(ctx, h.WorkflowID, "", workflows.SignalReview, found); err != nil {
@@ -380,6 +366,23 @@ func (t *trustDriver) park(ctx context.Context, id, subject string) (starter.Han
 }
 
 // cancel asks the delivery to cancel and checks that it ends canceled.
+// parkedWithOneTicket waits for the helpdesk delivery key to stop, and
+// says how it is not parked for review after one attempt with the one
+// ticket of businessID.
+func (t *trustDriver) parkedWithOneTicket(ctx context.Context, key, businessID string) error {
+	st, err := t.s.Wait(ctx, key)
+	if err != nil {
+		return err
+	}
+	if st.State != workflows.StateAwaitingReview || len(st.Attempts) != 1 {
+		return fmt.Errorf("ended %s after %d attempts, want it parked for review after one", st.State, len(st.Attempts))
+	}
+	if n, err := t.env.Effects(lab.DestHelpdesk, businessID); err != nil || n != 1 {
+		return fmt.Errorf("%d tickets (%v), want one", n, err)
+	}
+	return nil
+}
+
 func (t *trustDriver) cancel(ctx context.Context, key string) error {
 	if err := t.c.CancelWorkflow(ctx, workflows.WorkflowID(key), ""); err != nil {
 		return err
