@@ -186,11 +186,7 @@ func TestLateStartPastKeyRetention(t *testing.T) {
 	const svc = "late"
 	s := newOpsStack(t, map[string]sandbox.Mode{svc: sandbox.ModeIgnoresKeys})
 	name := svc + "-" + s.run
-	s.deploy(destinations.Config{Destinations: map[string]destinations.Destination{name: s.dest(svc, contract.Contract{
-		Dedup: contract.DedupKey, KeyRetention: contract.Duration(8 * time.Second),
-		Retry: contract.Retry{MaxAttempts: 3, InitialInterval: contract.Duration(3 * time.Second), MaxInterval: contract.Duration(3 * time.Second),
-			AttemptTimeout: contract.Duration(time.Second), Deadline: contract.Duration(time.Minute)},
-	})}})
+	s.deploy(destinations.Config{Destinations: map[string]destinations.Destination{name: s.dest(svc, retriesIn3s(8*time.Second))}})
 	w := s.startWorker()
 	require.NoError(t, s.sandbox.Inject(svc, closeAfterCommit(1)))
 
@@ -234,11 +230,7 @@ func TestHoldPastKeyRetention(t *testing.T) {
 	s := newOpsStack(t, map[string]sandbox.Mode{svc: sandbox.ModeIgnoresKeys})
 	name := svc + "-" + s.run
 	*s.workflow = append(*s.workflow, gate.WorkflowID(name))
-	s.deploy(destinations.Config{Destinations: map[string]destinations.Destination{name: s.dest(svc, contract.Contract{
-		Dedup: contract.DedupKey, KeyRetention: contract.Duration(10 * time.Second),
-		Retry: contract.Retry{MaxAttempts: 3, InitialInterval: contract.Duration(3 * time.Second), MaxInterval: contract.Duration(3 * time.Second),
-			AttemptTimeout: contract.Duration(time.Second), Deadline: contract.Duration(time.Minute)},
-	})}})
+	s.deploy(destinations.Config{Destinations: map[string]destinations.Destination{name: s.dest(svc, retriesIn3s(10*time.Second))}})
 	w := s.startWorker()
 	require.NoError(t, s.sandbox.Inject(svc, closeAfterCommit(1)))
 
@@ -270,4 +262,14 @@ func TestHoldPastKeyRetention(t *testing.T) {
 	require.Equal(t, workflows.StatusCreated, st.Status, "the reviewer's retry is sent: %+v", st.Attempts)
 	require.Len(t, st.Attempts, 2)
 	require.Equal(t, 2, s.effects(svc), "the reviewer's retry made its effect at the service that ignores keys")
+}
+
+// retriesIn3s is a key destination's contract with key_retention
+// retention, whose retry is decided 3s after an attempt of at most 1s.
+func retriesIn3s(retention time.Duration) contract.Contract {
+	return contract.Contract{
+		Dedup: contract.DedupKey, KeyRetention: contract.Duration(retention),
+		Retry: contract.Retry{MaxAttempts: 3, InitialInterval: contract.Duration(3 * time.Second), MaxInterval: contract.Duration(3 * time.Second),
+			AttemptTimeout: contract.Duration(time.Second), Deadline: contract.Duration(time.Minute)},
+	}
 }
