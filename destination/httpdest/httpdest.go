@@ -22,7 +22,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/abde64c9/courier/contract"
@@ -248,28 +247,27 @@ func (a *Adapter) authorize(hr *http.Request) {
 	}
 }
 
-// afterWrite describes a failure once the request may have been written.
+// afterWrite describes a failure once the request may have been written:
+// destination.AfterWrite's words, with the attempt timeout named when it
+// ran out.
 func afterWrite(ctx context.Context, err error, timeout time.Duration) string {
-	switch {
-	case errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded):
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Sprintf("no response within the attempt timeout (%s) after the request was written", timeout)
-	case errors.Is(err, context.Canceled):
-		return "attempt canceled after the request was written"
-	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-		return "connection closed after the request was written: " + cause(err)
-	case errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE):
-		return "connection reset after the request was written: " + cause(err)
 	}
-	return "transport error after the request was written: " + cause(err)
+	return destination.AfterWrite(withoutURL(err))
 }
 
-// cause drops url.Error's "Post <url>:" prefix: the URL is in the config.
-func cause(err error) string {
+// cause is err's text without url.Error's "Post <url>:" prefix.
+func cause(err error) string { return withoutURL(err).Error() }
+
+// withoutURL drops url.Error's "Post <url>:" prefix: the URL is in the
+// config.
+func withoutURL(err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
-		return ue.Err.Error()
+		return ue.Err
 	}
-	return err.Error()
+	return err
 }
 
 // receipt reads the resource id and status from a JSON body the default
