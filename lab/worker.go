@@ -94,6 +94,9 @@ type Worker struct {
 	done chan struct{}
 	mu   sync.Mutex
 	err  error // from Wait, once done
+	// tail keeps the end of its output, to say why it exited early; nil
+	// when detached (its output then goes straight to Log's file).
+	tail *logTail
 }
 
 // StartWorker starts `courier worker` and returns once its /healthz
@@ -123,6 +126,11 @@ func StartWorker(ctx context.Context, o WorkerOptions) (*Worker, error) {
 	w := &Worker{o: o, cmd: exec.Command(o.Courier, args...), done: make(chan struct{})}
 	w.cmd.Env = append(o.Temporal.Env(os.Environ()), o.Env...)
 	w.cmd.Stdout, w.cmd.Stderr = o.Log, o.Log
+	if !o.Detach {
+		w.tail = &logTail{}
+		out := io.MultiWriter(o.Log, w.tail)
+		w.cmd.Stdout, w.cmd.Stderr = out, out
+	}
 	if o.Detach {
 		w.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	}
@@ -166,7 +174,7 @@ func (w *Worker) AwaitHealthz(ctx context.Context, code int, within time.Duratio
 		}
 		select {
 		case <-w.done:
-			return "", fmt.Errorf("courier worker exited before /healthz answered %d (%v); its log has why", code, w.exitErr())
+			return "", fmt.Errorf("courier worker exited before /healthz answered %d (%v); its log ends: %s", code, w.exitErr(), w.tail)
 		case <-ctx.Done():
 			return "", ctx.Err()
 		case <-time.After(50 * time.Millisecond):
@@ -222,4 +230,35 @@ func (w *Worker) Restart(ctx context.Context) (*Worker, error) {
 		return nil, fmt.Errorf("courier worker %d is still running", w.PID())
 	}
 	return StartWorker(ctx, w.o)
+}
+
+// logTail keeps the last bytes written to it.
+type logTail struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+const logTailSize = 2048
+
+func (l *logTail) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
+	if over := len(l.buf) - logTailSize; over > 0 {
+		l.buf = append(l.buf[:0], l.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+// String is what it kept, or where to look when it kept nothing.
+func (l *logTail) String() string {
+	if l == nil {
+		return "(detached: see its log file)"
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.buf) == 0 {
+		return "(nothing)"
+	}
+	return strings.TrimSpace(string(l.buf))
 }

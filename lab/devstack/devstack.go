@@ -141,7 +141,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("worker metrics: cannot listen on %s: %w (free it, pick another address with --metrics, or turn metrics off with --metrics '')", o.MetricsAddr, err)
 		}
-		s.metrics = ln.Addr().String() // a port 0 made definite for the worker
+		s.metrics = o.MetricsAddr
 		ln.Close()
 	}
 	if o.APIAddr != "" {
@@ -149,7 +149,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("HTTP API: cannot listen on %s: %w (free it, pick another address with --api, or turn it off with --api '')", o.APIAddr, err)
 		}
-		s.apiAddr = ln.Addr().String()
+		s.apiAddr = o.APIAddr
 		ln.Close()
 	}
 	// The lab listens on it, but only after making the state folder: a
@@ -236,6 +236,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	// The worker starts once the retention is set, which it logs. It reads
 	// the payload codec from the environment it inherits, as the deliver and
 	// review commands do; only its server is this one.
+	if s.metrics, err = definite(s.metrics); err != nil {
+		return nil, err
+	}
 	w, err := lab.StartWorker(ctx, lab.WorkerOptions{
 		Courier: o.Courier, Destinations: s.lab.ConfigPath, Temporal: s.lab.Temporal, Ledger: s.lab.Ledger,
 		MetricsAddr: s.metrics, Args: []string{"--log-level", levelOf(o.Logger), "--nexus-tenant", lab.NexusTenant}, Log: o.WorkerLog,
@@ -245,11 +248,30 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 	s.lab.Workers = append(s.lab.Workers, w)
 	if s.apiAddr != "" {
+		if s.apiAddr, err = definite(s.apiAddr); err != nil {
+			return nil, err
+		}
 		if s.api, err = s.startAPI(ctx, s.apiAddr); err != nil {
 			return nil, err
 		}
 	}
 	return s, nil
+}
+
+// definite picks the port of an address that asks for any (port 0) just
+// before the process that listens on it starts: picked at the start, it
+// could be taken by one of the ports the servers started since pick for
+// themselves.
+func definite(addr string) (string, error) {
+	if _, port, err := net.SplitHostPort(addr); addr == "" || err != nil || port != "0" {
+		return addr, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
 }
 
 // levelOf is the lowest level l logs, as `courier worker --log-level`
