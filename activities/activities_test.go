@@ -11,6 +11,7 @@ import (
 	"github.com/abde64c9/courier/activities/ledger"
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/destination"
+	"github.com/abde64c9/courier/opkey"
 )
 
 // TestNameTheOriginal: a duplicate names the original effect, so an answer
@@ -110,4 +111,30 @@ func TestAdapterClassifiesNeverDecides(t *testing.T) {
 		destination.Conflict, destination.Rejected, destination.Throttled, destination.ServerError} {
 		require.Equal(t, cl, attempted(destination.Outcome{Class: cl}).Class)
 	}
+}
+
+// TestIdentify: the worker derives an attempt's key and fingerprint from
+// its operation and payload; a request that carries others (a workflow
+// asking under another operation's key) is refused.
+func TestIdentify(t *testing.T) {
+	req := Request{Tenant: "acme", Destination: "helpdesk", Operation: "create-ticket", BusinessID: "T-1",
+		Payload: []byte(`{"subject":"Printer on fire"}`)}
+	derived := req
+	require.NoError(t, derived.Identify())
+	require.Equal(t, opkey.Key(opkey.Operation{Tenant: "acme", Destination: "helpdesk", Operation: "create-ticket", BusinessID: "T-1"}), derived.Key)
+	fp, err := opkey.Fingerprint(req.Payload)
+	require.NoError(t, err)
+	require.Equal(t, fp, derived.Fingerprint)
+	again := derived
+	require.NoError(t, again.Identify(), "an older run's request carries the derived ones")
+
+	other := req
+	other.Key = opkey.Key(opkey.Operation{Destination: "helpdesk", Operation: "create-ticket", BusinessID: "T-2"})
+	require.ErrorContains(t, other.Identify(), "is not its operation's")
+	other = req
+	other.Fingerprint = "0000"
+	require.ErrorContains(t, other.Identify(), "fingerprint 0000 is not its payload's")
+	other = req
+	other.Payload = []byte(`{"subject":`)
+	require.ErrorContains(t, other.Identify(), "payload:")
 }

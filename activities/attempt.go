@@ -25,10 +25,14 @@ const HeartbeatTimeout = 10 * time.Second
 // SDK throttles the later ones to about 80% of HeartbeatTimeout.
 const heartbeatEvery = 2 * time.Second
 
-// prepare finds the adapter and fills in the contract the request runs
+// prepare derives the request's key and fingerprint, finds the adapter and
+// fills in the contract the request runs
 // under: the recorded one, else the worker's current one, whose terms it
 // returns to be recorded. Then it starts heartbeating until stop.
 func (a *Activities) prepare(ctx context.Context, req *Request) (_ destination.Adapter, current *Terms, stop func(), _ error) {
+	if err := req.Identify(); err != nil {
+		return nil, nil, nil, temporal.NewNonRetryableApplicationError("not attempted: "+err.Error(), ErrNotIdentified, nil)
+	}
 	ad, err := a.adapter(req.Destination)
 	if err != nil {
 		return nil, nil, nil, err

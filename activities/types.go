@@ -8,6 +8,7 @@ import (
 
 	"github.com/abde64c9/courier/contract"
 	"github.com/abde64c9/courier/destination"
+	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/reviewproof"
 )
 
@@ -18,6 +19,9 @@ const (
 	// ErrLookupUnreadable: a lookup's answer could not be read as the
 	// destination declares, so it says neither found nor not found.
 	ErrLookupUnreadable = "LookupUnreadable"
+	// ErrNotIdentified: the request carried a key or fingerprint that its
+	// operation and payload do not derive.
+	ErrNotIdentified = "NotIdentified"
 )
 
 // ErrUnreadable is destination.ErrUnreadable.
@@ -31,11 +35,15 @@ const (
 	SourceReview   = destination.SourceReview
 )
 
-// Request is one attempt's input. It carries the payload and the derived key,
-// never a credential.
+// Request is one attempt's input. It carries the payload, never a
+// credential.
 type Request struct {
-	Key         string          `json:"key"`
-	Fingerprint string          `json:"fingerprint"`
+	// Key and Fingerprint are what the operation and payload derive: the
+	// worker derives them (Identify), so the workflow leaves them out of
+	// history, where its input holds what they derive from. A request that
+	// carries them (an older run's) must carry the derived ones.
+	Key         string          `json:"key,omitempty"`
+	Fingerprint string          `json:"fingerprint,omitempty"`
 	Tenant      string          `json:"tenant,omitempty"`
 	Destination string          `json:"destination"`
 	Operation   string          `json:"operation"`
@@ -62,6 +70,23 @@ type Request struct {
 	// lookup destination the attempt then looks the effect up before it
 	// sends again.
 	MayHaveApplied bool `json:"may_have_applied,omitempty"`
+}
+
+// Identify fills in the key and fingerprint the request's operation and
+// payload derive, and refuses a request that carries others.
+func (r *Request) Identify() error {
+	key := opkey.Key(opkey.Operation{Tenant: r.Tenant, Destination: r.Destination, Operation: r.Operation, BusinessID: r.BusinessID})
+	fp, err := opkey.Fingerprint(r.Payload)
+	switch {
+	case err != nil:
+		return fmt.Errorf("payload: %w", err)
+	case r.Key != "" && r.Key != key:
+		return fmt.Errorf("key %s is not its operation's (%s)", r.Key, key)
+	case r.Fingerprint != "" && r.Fingerprint != fp:
+		return fmt.Errorf("fingerprint %s is not its payload's (%s)", r.Fingerprint, fp)
+	}
+	r.Key, r.Fingerprint = key, fp
+	return nil
 }
 
 // Attempted is what the adapter is given: the attempt under its recorded

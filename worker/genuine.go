@@ -11,7 +11,6 @@ import (
 
 	"github.com/abde64c9/courier/activities"
 	"github.com/abde64c9/courier/gate"
-	"github.com/abde64c9/courier/opkey"
 	"github.com/abde64c9/courier/workflows"
 )
 
@@ -76,15 +75,10 @@ func checkScheduler(info activity.Info, args []any) error {
 		if !ok {
 			return fmt.Errorf("no request")
 		}
-		op := opkey.Operation{Tenant: req.Tenant, Destination: req.Destination, Operation: req.Operation, BusinessID: req.BusinessID}
-		key := opkey.Key(op)
-		if req.Key != key {
-			return fmt.Errorf("key %s is not its operation's (%s)", req.Key, key)
+		if err := req.Identify(); err != nil {
+			return err
 		}
-		if fp, err := opkey.Fingerprint(req.Payload); err != nil || fp != req.Fingerprint {
-			return fmt.Errorf("fingerprint %s is not its payload's", req.Fingerprint)
-		}
-		return delivery(key)
+		return delivery(req.Key)
 	case workflows.ActivityRecordOutcome:
 		d, ok := arg[activities.Decided](args)
 		if !ok {

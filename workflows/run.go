@@ -526,8 +526,8 @@ func (d *delivery) attempt(ctx workflow.Context) activities.Outcome {
 
 func (d *delivery) request(ctx workflow.Context, n int) activities.Request {
 	info := workflow.GetInfo(ctx)
+	// No key or fingerprint: the worker derives them (Request.Identify).
 	return activities.Request{
-		Key: d.res.Key, Fingerprint: d.res.Fingerprint,
 		Tenant: d.in.Tenant, Destination: d.in.Destination, Operation: d.in.Operation.Operation,
 		BusinessID: d.in.BusinessID, Payload: d.in.Payload, Attempt: n,
 		Contract: d.recorded(),
