@@ -240,9 +240,25 @@ func deliverUpdate(h Handle, id, caller string, stage client.WorkflowUpdateStage
 		WorkflowID:   h.WorkflowID,
 		UpdateID:     id,
 		UpdateName:   workflows.UpdateDeliver,
-		Args:         []any{workflows.DeliverRequest{Fingerprint: h.Fingerprint, Caller: caller}},
+		Args:         []any{workflows.DeliverRequest{Fingerprint: h.Fingerprint, Caller: caller, Brief: true}},
 		WaitForStage: stage,
 	}
+}
+
+// answer is the deliver update's answer: a brief one, of a final delivery,
+// completed with the run's result, which the run closed with in the same
+// workflow task.
+func (s *Client) answer(ctx context.Context, h Handle, uh client.WorkflowUpdateHandle) (workflows.Settled, error) {
+	var out workflows.Settled
+	if err := uh.Get(ctx, &out); err != nil || !out.Brief {
+		return out, err
+	}
+	res, err := s.Result(ctx, h.Key, uh.RunID())
+	if err != nil {
+		return out, err
+	}
+	out.DeliveryStatus = workflows.DeliveryStatus{State: res.StateOr(out.State), DeliveryResult: res}
+	return out, nil
 }
 
 // conflictOr turns the deliver update's refusals into a *ConflictError
@@ -341,7 +357,7 @@ func (s *Client) settle(ctx context.Context, in workflows.DeliveryInput, h Handl
 	opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING
 	notReady := 0
 	for epoch := 0; ; {
-		id := workflows.DeliverUpdateID(h.Fingerprint, epoch)
+		id := workflows.BriefDeliverUpdateID(h.Fingerprint, epoch)
 		if after != "" {
 			// The finished run answers its own update's ID with its stored
 			// outcome: the new run's update needs another.
@@ -353,7 +369,7 @@ func (s *Client) settle(ctx context.Context, in workflows.DeliveryInput, h Handl
 		})
 		var out workflows.Settled
 		if err == nil {
-			err = uh.Get(ctx, &out)
+			out, err = s.answer(ctx, h, uh)
 		}
 		if notReady < maxNotReady && retryable(ctx, err) {
 			notReady++
@@ -410,10 +426,10 @@ func (s *Client) Wait(ctx context.Context, key string) (workflows.DeliveryStatus
 	}
 	h := Handle{Key: key, Fingerprint: st.Fingerprint, WorkflowID: workflows.WorkflowID(key)}
 	uh, err := s.c.UpdateWorkflow(ctx, deliverUpdate(h,
-		workflows.DeliverUpdateID(h.Fingerprint, st.Review.AcceptedDecisions()), "", client.WorkflowUpdateStageCompleted))
+		workflows.BriefDeliverUpdateID(h.Fingerprint, st.Review.AcceptedDecisions()), "", client.WorkflowUpdateStageCompleted))
 	var out workflows.Settled
 	if err == nil {
-		err = uh.Get(ctx, &out)
+		out, err = s.answer(ctx, h, uh)
 	}
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
@@ -482,7 +498,7 @@ func short(fp string) string {
 // latest) whether h's payload joins it: nil when it does, a conflict when
 // the run carries another payload, NotFound when the run has closed.
 func (s *Client) joinCheck(ctx context.Context, h Handle, runID string) error {
-	join := deliverUpdate(h, workflows.DeliverUpdateID(h.Fingerprint, 0), "", client.WorkflowUpdateStageAccepted)
+	join := deliverUpdate(h, workflows.BriefDeliverUpdateID(h.Fingerprint, 0), "", client.WorkflowUpdateStageAccepted)
 	join.RunID = runID
 	_, err := s.c.UpdateWorkflow(ctx, join)
 	return err

@@ -212,6 +212,10 @@ func (d *delivery) setup(ctx workflow.Context) error {
 					return Settled{}, err
 				}
 			}
+			if r.Brief && d.res.Status != "" {
+				st := DeliveryStatus{State: d.res.StateOr(d.state), DeliveryResult: DeliveryResult{Status: d.res.Status}}
+				return Settled{DeliveryStatus: st, Starter: d.starter, Brief: true}, nil
+			}
 			return Settled{DeliveryStatus: d.status(), Starter: d.starter}, nil
 		},
 		workflow.UpdateHandlerOptions{Description: describeDeliver, Validator: func(_ workflow.Context, r DeliverRequest) error {

@@ -148,6 +148,12 @@ func DeliverUpdateID(fingerprint string, epoch int) string {
 	return UpdateDeliverIDPrefix + fingerprint
 }
 
+// BriefDeliverUpdateID is DeliverUpdateID for callers that ask for the
+// brief answer (DeliverRequest.Brief).
+func BriefDeliverUpdateID(fingerprint string, epoch int) string {
+	return DeliverUpdateID(fingerprint, epoch) + "-brief"
+}
+
 // WaitingQuery is the visibility query for the running deliveries at a
 // destination in any of states: a run stopped while waiting keeps the
 // state it last published, so only a running one still waits.

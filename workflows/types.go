@@ -360,6 +360,12 @@ type DeliverRequest struct {
 	// Caller is a token the caller makes up; a Settled whose Starter is the
 	// caller's own token means this caller's request started the delivery.
 	Caller string `json:"caller,omitempty"`
+	// Brief asks for a brief answer once the delivery is final: its state,
+	// status and starter. The run's result, which closes the run in the same
+	// workflow task, holds the rest, so history carries it once; the caller
+	// reads it there. Callers of one payload share an update, so brief
+	// callers use their own update ID (BriefDeliverUpdateID).
+	Brief bool `json:"brief,omitempty"`
 }
 
 // Settled is the deliver update's answer: the delivery's status once it is
@@ -369,6 +375,23 @@ type Settled struct {
 	// Starter is the Caller of the delivery's first deliver update: the one
 	// that came with its start when it was started with Update-with-Start.
 	Starter string `json:"starter,omitempty"`
+	// Brief: the answer a brief request asked for, of a final delivery;
+	// the run's result holds the rest of its status.
+	Brief bool `json:"brief,omitempty"`
+}
+
+// MarshalJSON writes a brief answer with only what it promises.
+func (s Settled) MarshalJSON() ([]byte, error) {
+	if !s.Brief {
+		type whole Settled // without this method
+		return json.Marshal(whole(s))
+	}
+	return json.Marshal(struct {
+		State   State  `json:"state"`
+		Status  Status `json:"status"`
+		Starter string `json:"starter,omitempty"`
+		Brief   bool   `json:"brief"`
+	}{s.State, s.Status, s.Starter, true})
 }
 
 // DeliveryStatus is the answer to query "status".
