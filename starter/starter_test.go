@@ -300,3 +300,38 @@ func TestRejectedDoesNotConsumeTheKey(t *testing.T) {
 	require.Equal(t, st.Receipt.ResourceID, again.Receipt.ResourceID)
 	require.Equal(t, 1, effects(t, lab.DestHelpdesk, id))
 }
+
+// TestStatusCarriedOnce: Deliver answers with the whole status (attempts,
+// receipt, events), and the delivery's history carries it once: the run's
+// result holds it, the deliver update's answer says only that it is final.
+func TestStatusCarriedOnce(t *testing.T) {
+	ctx := context.Background()
+	s := newStarter()
+	_, in := helpdeskTicket("once", "Order the badges")
+	st := deliver(t, s, in)
+	require.Equal(t, workflows.StatusCreated, st.Status)
+	require.Equal(t, workflows.State(workflows.StatusCreated), st.State)
+	require.Len(t, st.Attempts, 1)
+	require.NotEmpty(t, st.Receipt.ResourceID)
+	require.NotEmpty(t, st.Events)
+
+	var answers []string
+	var result string
+	iter := fx.client.GetWorkflowHistory(ctx, workflows.WorkflowID(st.Key), "", false, 0)
+	for iter.HasNext() {
+		e, err := iter.Next()
+		require.NoError(t, err)
+		if a := e.GetWorkflowExecutionUpdateCompletedEventAttributes(); a != nil {
+			answers = append(answers, string(a.GetOutcome().GetSuccess().GetPayloads()[0].GetData()))
+		}
+		if a := e.GetWorkflowExecutionCompletedEventAttributes(); a != nil {
+			result = string(a.GetResult().GetPayloads()[0].GetData())
+		}
+	}
+	require.Len(t, answers, 1)
+	var brief map[string]any
+	require.NoError(t, json.Unmarshal([]byte(answers[0]), &brief))
+	require.Equal(t, map[string]any{"state": "created", "status": "created", "starter": brief["starter"], "brief": true}, brief)
+	require.Contains(t, result, st.Receipt.ResourceID, "the run's result holds the receipt")
+
+}

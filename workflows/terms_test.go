@@ -350,6 +350,40 @@ func (s *TermsSuite) TestDeliverJoinCheck() {
 	}
 }
 
+// TestBriefAnswer: a deliver request that asks for the brief answer is
+// answered, once the delivery is final, with its state, status and
+// starter alone (the run's result holds the rest); one that does not ask
+// gets the whole status.
+func (s *TermsSuite) TestBriefAnswer() {
+	fp, err := opkey.Fingerprint(s.in.Payload)
+	s.Require().NoError(err)
+	s.env.OnActivity(workflows.ActivityAttempt, mock.Anything, mock.Anything).After(time.Minute).Return(activities.Outcome{
+		Class: contract.ClassCreated, StatusCode: 201, Receipt: &activities.Receipt{ResourceID: "ticket-1"}, Terms: s.terms(),
+	}, nil).Once()
+	answers := map[string]any{}
+	send := func(id string, r workflows.DeliverRequest) {
+		s.env.UpdateWorkflow(workflows.UpdateDeliver, id, &sdktest.TestUpdateCallback{
+			OnAccept: func() {}, OnReject: func(err error) { answers[id] = err },
+			OnComplete: func(v any, err error) {
+				b, _ := json.Marshal(v)
+				answers[id] = string(b)
+			},
+		}, r)
+	}
+	s.env.RegisterDelayedCallback(func() {
+		send(workflows.BriefDeliverUpdateID(fp, 0), workflows.DeliverRequest{Fingerprint: fp, Caller: "me", Brief: true})
+		send(workflows.DeliverUpdateID(fp, 0), workflows.DeliverRequest{Fingerprint: fp, Caller: "other"})
+	}, time.Second)
+	s.Equal(workflows.StatusCreated, s.run().Status)
+	s.JSONEq(`{"state":"created","status":"created","starter":"me","brief":true}`, answers[workflows.BriefDeliverUpdateID(fp, 0)].(string))
+	var whole workflows.Settled
+	s.Require().NoError(json.Unmarshal([]byte(answers[workflows.DeliverUpdateID(fp, 0)].(string)), &whole))
+	s.False(whole.Brief)
+	s.Equal("me", whole.Starter)
+	s.Equal("ticket-1", whole.Receipt.ResourceID)
+	s.Len(whole.Attempts, 1)
+}
+
 // TestUnrecordedDecisionParksAgain: a decision the outcome ledger cannot
 // store is not reported as the delivery's outcome: the delivery parks
 // again, saying why, and the same decision sent once the ledger is back
