@@ -79,7 +79,7 @@ func Deliver(ctx workflow.Context, in workflows.DeliveryInput) (workflows.Delive
 		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
-			workflows.OperationSearchAttributes(in.Operation, req.Key, workflows.StateDelivering)...),
+			workflows.StartSearchAttributes(in.Operation, req.Key)...),
 		Memo:          map[string]any{workflows.MemoFingerprint: req.Fingerprint},
 		StaticSummary: workflows.Summary(in.Operation),
 		StaticDetails: workflows.StaticDetails(in.Operation, req.Key),

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
@@ -31,10 +32,12 @@ type Delivery struct {
 }
 
 // ListStates are the states a listing can filter on: CourierState is
-// published when a delivery starts (delivering), waits for its next
-// attempt (retry_wait), is held at its destination (paused, circuit_open),
-// parks (awaiting_review) and finishes (its status). Lookups show as
-// delivering.
+// published when a delivery waits for its next attempt (retry_wait), is
+// held at its destination (paused, circuit_open), parks (awaiting_review)
+// and finishes (its status), but for one created at its first try, and
+// by starts from before that rule, delivering. A running delivery without
+// one is delivering, a completed one created (unpublished). Lookups show
+// as delivering.
 var ListStates = []string{
 	string(workflows.StateDelivering), string(workflows.StateRetryWait), string(workflows.StatePaused), string(workflows.StateCircuitOpen),
 	string(workflows.StateAwaitingReview),
@@ -47,6 +50,28 @@ var ListStates = []string{
 var waitingStates = []string{
 	string(workflows.StateDelivering), string(workflows.StateRetryWait), string(workflows.StatePaused), string(workflows.StateCircuitOpen),
 	string(workflows.StateAwaitingReview),
+}
+
+// unpublished are the states a delivery may be in with no CourierState
+// published, each with the run status that then says it (and its name in
+// a visibility query).
+var unpublished = []struct {
+	state, query string
+	status       enumspb.WorkflowExecutionStatus
+}{
+	{string(workflows.StateDelivering), "Running", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING},
+	{string(workflows.StatusCreated), "Completed", enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED},
+}
+
+// stateOf is the state a listed run shows: its CourierState, or where it
+// has none, the one its status says.
+func stateOf(published string, status enumspb.WorkflowExecutionStatus) string {
+	for _, u := range unpublished {
+		if published == "" && u.status == status {
+			return u.state
+		}
+	}
+	return published
 }
 
 // ListOptions filter a listing; zero values match everything.
@@ -62,7 +87,13 @@ type ListOptions struct {
 func (o ListOptions) Query() string {
 	q := fmt.Sprintf("WorkflowType = %q", workflows.WorkflowType)
 	if o.State != "" {
-		q += fmt.Sprintf(" AND %s = %q", workflows.SAState.GetName(), o.State)
+		state := fmt.Sprintf("%s = %q", workflows.SAState.GetName(), o.State)
+		for _, u := range unpublished {
+			if u.state == o.State {
+				state = fmt.Sprintf("(%s OR (%s IS NULL AND ExecutionStatus = %q))", state, workflows.SAState.GetName(), u.query)
+			}
+		}
+		q += " AND " + state
 		if slices.Contains(waitingStates, o.State) {
 			// A run terminated while waiting keeps the state it last
 			// published; only a running one is still waiting.
@@ -103,7 +134,7 @@ func (s *Client) List(ctx context.Context, o ListOptions) ([]Delivery, error) {
 		out = append(out, Delivery{
 			Key: get(workflows.SAKey), Destination: get(workflows.SADestination),
 			Operation: get(workflows.SAOperation), BusinessID: get(workflows.SABusinessID),
-			State: get(workflows.SAState), Started: e.GetStartTime().AsTime(),
+			State: stateOf(get(workflows.SAState), e.GetStatus()), Started: e.GetStartTime().AsTime(),
 			WorkflowID: e.GetExecution().GetWorkflowId(),
 		})
 		if o.Limit > 0 && len(out) == o.Limit {

@@ -129,7 +129,7 @@ func (s *Client) startOptions(in workflows.DeliveryInput, h Handle, reuse enumsp
 		TaskQueue:             workflows.TaskQueue,
 		WorkflowIDReusePolicy: reuse,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
-			workflows.OperationSearchAttributes(in.Operation, h.Key, workflows.StateDelivering)...),
+			workflows.StartSearchAttributes(in.Operation, h.Key)...),
 		// The memo tells the workflow the starter checked this run may send
 		// (its guard against a second run) and shows the web UI the payload.
 		Memo:          map[string]any{workflows.MemoFingerprint: h.Fingerprint},

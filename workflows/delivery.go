@@ -158,6 +158,9 @@ type delivery struct {
 	heldLast bool
 	// closed: finish has run to its end; a cancel after it changes nothing.
 	closed bool
+	// stateShown: CourierState has been published, by the start or by the
+	// run, so its end publishes it too.
+	stateShown bool
 }
 
 func (d *delivery) setup(ctx workflow.Context) error {

@@ -35,12 +35,13 @@ func (d *delivery) setState(ctx workflow.Context, s State) {
 }
 
 // upsertState publishes the state for visibility queries. Only holds,
-// retry waits, parking and finishing do it, to keep the happy path's
-// history one event over a bare one-activity workflow.
+// retry waits, parking and finishing off the happy path do it (see
+// finish), so a delivery created at its first try writes none.
 func (d *delivery) upsertState(ctx workflow.Context) error {
 	if err := workflow.UpsertTypedSearchAttributes(ctx, SAState.ValueSet(d.stateName())); err != nil {
 		return fmt.Errorf("upsert %s: %w", SAState.GetName(), err)
 	}
+	d.stateShown = true
 	return nil
 }
 
@@ -51,6 +52,7 @@ func (d *delivery) upsertState(ctx workflow.Context) error {
 // options, so they cost no event.
 func (d *delivery) ensureSearchAttributes(ctx workflow.Context) error {
 	sa := workflow.GetTypedSearchAttributes(ctx)
+	_, d.stateShown = sa.GetKeyword(SAState)
 	if key, ok := sa.GetKeyword(SAKey); ok {
 		if d.attributesDerived(sa, key) ||
 			workflow.GetVersion(ctx, versionDerivedAttributes, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
@@ -62,26 +64,38 @@ func (d *delivery) ensureSearchAttributes(ctx workflow.Context) error {
 	if err := workflow.UpsertTypedSearchAttributes(ctx, OperationSearchAttributes(d.in.Operation, d.res.Key, StateDelivering)...); err != nil {
 		return fmt.Errorf("upsert search attributes: %w", err)
 	}
+	d.stateShown = true
 	return nil
 }
 
 // attributesDerived reports whether the attributes set at start are the
-// ones the input derives (key is the CourierKey set).
+// ones the input derives (key is the CourierKey set), with no state or
+// delivering.
 func (d *delivery) attributesDerived(sa temporal.SearchAttributes, key string) bool {
 	get := func(k temporal.SearchAttributeKeyKeyword) string { v, _ := sa.GetKeyword(k); return v }
+	state, shown := sa.GetKeyword(SAState)
 	return key == d.res.Key && get(SADestination) == d.in.Destination && get(SAOperation) == d.in.Operation.Operation &&
-		get(SABusinessID) == d.in.BusinessID && get(SAState) == string(StateDelivering)
+		get(SABusinessID) == d.in.BusinessID && (!shown || state == string(StateDelivering))
 }
 
-// OperationSearchAttributes are a delivery's visibility attributes.
-func OperationSearchAttributes(op opkey.Operation, key string, state State) []temporal.SearchAttributeUpdate {
+// StartSearchAttributes are the visibility attributes a delivery starts
+// with: the operation's, and no state. CourierState is published when the
+// delivery leaves the happy path; until then, and after it is created at
+// its first try, the run's own status says where it is (running:
+// delivering, completed: created).
+func StartSearchAttributes(op opkey.Operation, key string) []temporal.SearchAttributeUpdate {
 	return []temporal.SearchAttributeUpdate{
 		SAKey.ValueSet(key),
 		SADestination.ValueSet(op.Destination),
 		SAOperation.ValueSet(op.Operation),
 		SABusinessID.ValueSet(op.BusinessID),
-		SAState.ValueSet(string(state)),
 	}
+}
+
+// OperationSearchAttributes are StartSearchAttributes with a state, as a
+// delivery sets them itself when its start carried others.
+func OperationSearchAttributes(op opkey.Operation, key string, state State) []temporal.SearchAttributeUpdate {
+	return append(StartSearchAttributes(op, key), SAState.ValueSet(string(state)))
 }
 
 func (d *delivery) finish(ctx workflow.Context, st Status, receipt *activities.Receipt, cause string) (DeliveryResult, error) {
@@ -91,8 +105,15 @@ func (d *delivery) finish(ctx workflow.Context, st Status, receipt *activities.R
 		d.event(ctx, len(d.res.Attempts), string(st), cause)
 	}
 	workflow.SetCurrentDetails(ctx, d.details())
-	if err := d.upsertState(ctx); err != nil {
-		return DeliveryResult{}, err
+	// Created, with no state ever published: the run's status (Completed)
+	// says it, and the upsert would be one more billed action. Only starts
+	// with StartSearchAttributes leave the state unpublished, and the start
+	// is in history: replay takes the same branch without a marker, whose
+	// TemporalChangeVersion upsert would cost what this saves.
+	if d.stateShown || st != StatusCreated {
+		if err := d.upsertState(ctx); err != nil {
+			return DeliveryResult{}, err
+		}
 	}
 	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{
 		"destination": d.in.Destination, "status": string(st),

@@ -1,7 +1,10 @@
 // Every workflow.GetVersion marker of the Delivery workflow, with what it
 // guards; the gate's are in package gate. Each is asked where its change
 // is; a change that alters the command sequence adds one here and a
-// history set that carries it.
+// history set that carries it. One change is switched by what the start
+// recorded instead, where a marker would cost every delivery more than the
+// change saves: the end's state upsert (finish, history set
+// state-off-happy-path).
 
 package workflows
 

@@ -133,6 +133,9 @@ func (g *Cache) attempt(ctx context.Context, ref gate.AttemptRef, dest, key stri
 			if err := g.dc.FromPayloads(s.GetInput(), &req); err != nil {
 				return a, "", fmt.Errorf("decode attempt %s of %s: %w", ref.ActivityID, ref.WorkflowID, err)
 			}
+			if err := req.Identify(); err != nil {
+				return a, fmt.Sprintf("attempt %s is not its delivery's: %v", ref.ActivityID, err), nil
+			}
 			if req.Destination != dest || req.Key != key {
 				return a, fmt.Sprintf("attempt %s is at %s for key %s", ref.ActivityID, req.Destination, req.Key), nil
 			}
