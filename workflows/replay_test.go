@@ -49,7 +49,10 @@ const historiesDir = "testdata/histories"
 // publish retry_wait while they wait for their next attempt; deliveries
 // that record a review's outcome in the outcome ledger before they end;
 // deliveries that wait a lookup destination's settle time before the
-// lookup after an unknown outcome.
+// lookup after an unknown outcome; deliveries started with the operation's
+// attributes and no state, created at their first try with no state
+// published, answering brief callers briefly, their attempts carrying no
+// key.
 const (
 	setConfigContract   = "config-contract"
 	setRecordedContract = "recorded-contract"
@@ -58,6 +61,7 @@ const (
 	setRetryState       = "retry-state"
 	setOutcomeLedger    = "outcome-ledger"
 	setSettle           = "settle"
+	setStateOffHappy    = "state-off-happy-path"
 )
 
 // Sets of recorded gate histories: gates whose breaker came from reports;
@@ -83,7 +87,8 @@ const (
 // whose key the workers' current file no longer lists; deliveries that
 // park an uncertain outcome when the retry would reach a key destination
 // after its key retention; and those that park any send past it once an
-// attempt may have applied (a retry held past it by a pause).
+// attempt may have applied (a retry held past it by a pause); and those
+// started with the operation's attributes and no state.
 const (
 	setTrust           = "trust"
 	setPlaceholders    = "placeholders"
@@ -92,12 +97,13 @@ const (
 	setRevocation      = "revocation"
 	setRetentionAtSend = "retention-at-send"
 	setRetentionHold   = "retention-after-hold"
+	setTrustStateOff   = "trust-state-off-happy-path"
 )
 
 var (
-	deliverySets = []string{setConfigContract, setRecordedContract, setDeliverUpdate, setReviewDesk, setRetryState, setOutcomeLedger, setSettle}
+	deliverySets = []string{setConfigContract, setRecordedContract, setDeliverUpdate, setReviewDesk, setRetryState, setOutcomeLedger, setSettle, setStateOffHappy}
 	gateSets     = []string{setGateReportedBreaker, setGateTerms, setGateMemo, setGateProof, setGateOwn}
-	trustSets    = []string{setTrust, setPlaceholders, setVerifiedReviews, setVerifiedJobs, setRevocation, setRetentionAtSend, setRetentionHold}
+	trustSets    = []string{setTrust, setPlaceholders, setVerifiedReviews, setVerifiedJobs, setRevocation, setRetentionAtSend, setRetentionHold, setTrustStateOff}
 )
 
 // recordedHistories reads every Delivery set's index (the fault cases' and
