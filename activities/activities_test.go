@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/testsuite"
 
 	"github.com/abde64c9/courier/activities/ledger"
 	"github.com/abde64c9/courier/contract"
@@ -137,4 +139,55 @@ func TestIdentify(t *testing.T) {
 	other = req
 	other.Payload = []byte(`{"subject":`)
 	require.ErrorContains(t, other.Identify(), "payload:")
+}
+
+// answering is an adapter that answers every attempt with one class.
+type answering contract.Class
+
+func (c answering) Deliver(context.Context, destination.Request) destination.Outcome {
+	return destination.Outcome{Class: contract.Class(c), Receipt: &destination.Receipt{ResourceID: "T-1"}}
+}
+
+// TestTermsByDigest: where the request allows it, a created or replayed
+// attempt names the terms it ran under by digest; any other class carries
+// them whole, for the delivery to decide from; a request that does not
+// allow it (workflow code from before) gets them whole always.
+func TestTermsByDigest(t *testing.T) {
+	c := contract.Contract{Dedup: contract.DedupKey, KeyHeader: "Idempotency-Key",
+		Retry: contract.Retry{MaxAttempts: 3, AttemptTimeout: contract.Duration(time.Second), Deadline: contract.Duration(time.Minute)}}
+	terms := Terms{Contract: &c}
+	req := Request{Destination: "helpdesk", Operation: "create-ticket", BusinessID: "T-1", Payload: []byte(`{"subject":"x"}`), Attempt: 1}
+	for _, tc := range []struct {
+		class   contract.Class
+		allowed bool
+		digest  bool
+	}{
+		{contract.ClassCreated, true, true},
+		{contract.ClassReplayed, true, true},
+		{contract.ClassUnknown, true, false},
+		{contract.ClassCreated, false, false},
+	} {
+		var s testsuite.WorkflowTestSuite
+		env := s.NewTestActivityEnvironment()
+		a := &Activities{Adapters: map[string]destination.Adapter{"helpdesk": answering(tc.class)}, Contracts: map[string]contract.Contract{"helpdesk": c}}
+		env.RegisterActivity(a)
+		r := req
+		r.TermsByDigest = tc.allowed
+		v, err := env.ExecuteActivity(a.Attempt, r)
+		require.NoError(t, err)
+		var out Outcome
+		require.NoError(t, v.Get(&out))
+		name := fmt.Sprintf("%s, allowed %v", tc.class, tc.allowed)
+		if tc.digest {
+			require.Nil(t, out.Terms, name)
+			require.Equal(t, terms.Digest(), out.TermsDigest, name)
+		} else {
+			require.Equal(t, &terms, out.Terms, name)
+			require.Empty(t, out.TermsDigest, name)
+		}
+	}
+	require.Len(t, terms.Digest(), 16)
+	other := c
+	other.Dedup = contract.DedupNone
+	require.NotEqual(t, terms.Digest(), Terms{Contract: &other}.Digest(), "other terms, another digest")
 }

@@ -115,6 +115,9 @@ func (a *Activities) Attempt(ctx context.Context, req Request) (Outcome, error) 
 		}
 	}
 	out.Terms = current
+	if req.TermsByDigest && current != nil && (out.Class == contract.ClassCreated || out.Class == contract.ClassReplayed) {
+		out.Terms, out.TermsDigest = nil, current.Digest()
+	}
 	activity.GetLogger(ctx).Info("attempt finished",
 		"key", req.Key, "destination", req.Destination, "attempt", req.Attempt,
 		"class", out.Class, "status_code", out.StatusCode, "error", out.Error)

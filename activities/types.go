@@ -2,6 +2,8 @@ package activities
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -65,6 +67,10 @@ type Request struct {
 	// Released: the destination's gate has just released the delivery, so
 	// the attempt reads the gate afresh rather than from a worker's copy.
 	Released bool `json:"released,omitempty"`
+	// TermsByDigest: a created or replayed attempt names its terms by
+	// digest instead of carrying them (Outcome.TermsDigest): no decision
+	// reads them there. Workflow code from before it reads terms in full.
+	TermsByDigest bool `json:"terms_by_digest,omitempty"`
 	// MayHaveApplied: an earlier attempt of this run may have applied the
 	// effect (the workflow derives it from its recorded attempts). At a
 	// lookup destination the attempt then looks the effect up before it
@@ -119,6 +125,10 @@ type Outcome struct {
 	// contract: the delivery records them with its first attempt and
 	// decides from them.
 	Terms *Terms `json:"terms,omitempty"`
+	// TermsDigest names those terms instead (Terms.Digest), where the
+	// request allowed it and the class decides alike under any contract
+	// (created, replayed).
+	TermsDigest string `json:"terms_digest,omitempty"`
 	// EarlierRuns, with class earlier_run, are the runs that stopped it.
 	EarlierRuns []EarlierRun `json:"earlier_runs,omitempty"`
 	// EarlierRunsChecked: the attempt looked at the workflow ID's earlier
@@ -172,6 +182,15 @@ type Terms struct {
 	// decide: every decision must then carry a proof that verifies against
 	// it, and the names above are only display names.
 	Policy *reviewproof.Policy `json:"policy,omitempty"`
+}
+
+// Digest names the terms: the first 16 hex digits of the SHA-256 of
+// their JSON, as a worker resolves them from its destinations file, so
+// every worker with the same file names them alike until they change.
+func (t Terms) Digest() string {
+	b, _ := json.Marshal(t) // plain data: it always encodes
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
 }
 
 // Reviewing is who may review at one destination.

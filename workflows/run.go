@@ -69,6 +69,17 @@ func (d *delivery) run(ctx workflow.Context) (DeliveryResult, error) {
 			// workers do not have, and may be corrected and sent again.
 			return d.finish(ctx, StatusRejected, nil, out.Error)
 		}
+		if out.Terms == nil && out.TermsDigest != "" {
+			// Created or replayed end alike under any contract: the attempt
+			// named its terms instead of recording them, and nothing is
+			// left to decide from them.
+			switch out.Class {
+			case contract.ClassCreated:
+				return d.finish(ctx, StatusCreated, out.Receipt, "")
+			case contract.ClassReplayed:
+				return d.finish(ctx, StatusDuplicate, out.Receipt, "")
+			}
+		}
 		c, err := d.recordedContract(ctx)
 		if err != nil {
 			return DeliveryResult{}, err
@@ -494,13 +505,17 @@ func (d *delivery) attempt(ctx workflow.Context) activities.Outcome {
 	if out.Terms != nil && d.recorded() == nil {
 		d.terms = out.Terms
 	}
+	terms := out.TermsDigest
+	if terms == "" && d.terms != nil {
+		terms = d.terms.Digest()
+	}
 	d.earlierRunsChecked = d.earlierRunsChecked || out.EarlierRunsChecked
 	if out.Class == contract.ClassHeld {
 		return out // not an attempt: the destination never saw it
 	}
 	d.res.Attempts = append(d.res.Attempts, Attempt{
 		Number: n, Started: started, Ended: workflow.Now(ctx),
-		Class: out.Class, StatusCode: out.StatusCode, Error: out.Error,
+		Class: out.Class, StatusCode: out.StatusCode, Error: out.Error, Terms: terms,
 	})
 	// The one place an attempt is classified: counted and logged here.
 	h := workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"destination": d.in.Destination})
@@ -537,6 +552,7 @@ func (d *delivery) request(ctx workflow.Context, n int) activities.Request {
 		AcknowledgedRuns:   d.acknowledged,
 		Released:           d.released,
 		MayHaveApplied:     !nothingApplied(d.res.Attempts),
+		TermsByDigest:      true,
 	}
 }
 

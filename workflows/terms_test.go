@@ -138,6 +138,37 @@ func (s *TermsSuite) TestLostFirstAttemptRecordsTermsLocally() {
 	s.Equal(contract.DedupKey, second.Contract.Dedup)
 }
 
+// TestCreatedNamesItsTerms: a created attempt may name its terms by
+// digest; the delivery ends created without resolving terms of its own
+// (no local activity, no marker), and the attempt shows the digest. The
+// request asks for that, and carries no key or fingerprint: the worker
+// derives them.
+func (s *TermsSuite) TestCreatedNamesItsTerms() {
+	var req activities.Request
+	s.answerRecording(&req, activities.Outcome{Class: contract.ClassCreated, StatusCode: 201,
+		Receipt: &activities.Receipt{ResourceID: "ticket-1"}, TermsDigest: s.terms().Digest()})
+	s.env.OnGetVersion("recorded-contract", workflow.DefaultVersion, 1).Never()
+	res := s.run()
+	s.Equal(workflows.StatusCreated, res.Status)
+	s.Equal(s.terms().Digest(), res.Attempts[0].Terms)
+	s.True(req.TermsByDigest)
+	s.Empty(req.Key + req.Fingerprint)
+}
+
+// TestDigestEndsNothingUncertain: a digest beside a class that is not
+// created or replayed decides nothing: the delivery resolves its terms
+// and decides from them (a key destination retries).
+func (s *TermsSuite) TestDigestEndsNothingUncertain() {
+	s.answer(activities.Outcome{Class: contract.ClassUnknown, Error: "connection reset after the request was written",
+		TermsDigest: s.terms().Digest()}, nil)
+	s.answer(activities.Outcome{Class: contract.ClassReplayed, StatusCode: 200,
+		Receipt: &activities.Receipt{ResourceID: "ticket-1", Replayed: true}}, nil)
+	res := s.run()
+	s.Equal(workflows.StatusDuplicate, res.Status)
+	s.Len(res.Attempts, 2)
+	s.Equal(s.terms().Digest(), res.Attempts[1].Terms, "the terms it resolved")
+}
+
 // TestEarlierRunParksAndReviewerRetryAcknowledgesIt: an attempt stopped by
 // an earlier run parks; the reviewer's retry lets the next attempt send
 // past exactly the runs the evidence named.

@@ -120,6 +120,9 @@ type Attempt struct {
 	Class      contract.Class `json:"class"`
 	StatusCode int            `json:"status_code,omitempty"`
 	Error      string         `json:"error,omitempty"`
+	// Terms names the terms the attempt ran under by their digest
+	// (activities.Terms.Digest); empty where none were known.
+	Terms string `json:"terms,omitempty"`
 }
 
 // Event is one step of the delivery's story, for people reading it.
