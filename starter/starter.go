@@ -6,6 +6,8 @@ package starter
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -232,6 +234,14 @@ func (s *Client) Attach(ctx context.Context, in workflows.DeliveryInput, start f
 	}
 }
 
+// callerToken tells this caller's answer from its concurrent callers':
+// 64 random bits.
+func callerToken() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b) // never fails
+	return hex.EncodeToString(b)
+}
+
 // deliverUpdate is the deliver update for h's payload under this update ID;
 // caller is this caller's token, empty where the answer's starter does not
 // matter.
@@ -240,7 +250,7 @@ func deliverUpdate(h Handle, id, caller string, stage client.WorkflowUpdateStage
 		WorkflowID:   h.WorkflowID,
 		UpdateID:     id,
 		UpdateName:   workflows.UpdateDeliver,
-		Args:         []any{workflows.DeliverRequest{Fingerprint: h.Fingerprint, Caller: caller, Brief: true}},
+		Args:         []any{workflows.DeliverRequest{Caller: caller, Brief: true}}, // the ID names the payload
 		WaitForStage: stage,
 	}
 }
@@ -348,7 +358,7 @@ func (s *Client) Deliver(ctx context.Context, in workflows.DeliveryInput) (workf
 // after, when set, is a finished run that applied nothing: the delivery
 // runs again after it (and its callers share one update on the new run).
 func (s *Client) settle(ctx context.Context, in workflows.DeliveryInput, h Handle, after string) (workflows.DeliveryStatus, bool, error) {
-	caller := uuid.NewString()
+	caller := callerToken()
 	reuse := enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE
 	if after != "" {
 		reuse = enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE

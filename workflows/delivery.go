@@ -221,8 +221,8 @@ func (d *delivery) setup(ctx workflow.Context) error {
 			}
 			return Settled{DeliveryStatus: d.status(), Starter: d.starter}, nil
 		},
-		workflow.UpdateHandlerOptions{Description: describeDeliver, Validator: func(_ workflow.Context, r DeliverRequest) error {
-			return d.checkDeliver(r)
+		workflow.UpdateHandlerOptions{Description: describeDeliver, Validator: func(ctx workflow.Context, r DeliverRequest) error {
+			return d.checkDeliver(r, workflow.GetCurrentUpdateInfo(ctx).ID)
 		}},
 	); err != nil {
 		return fmt.Errorf("register update: %w", err)
@@ -252,14 +252,14 @@ func (d *delivery) setup(ctx workflow.Context) error {
 	return nil
 }
 
-// checkDeliver refuses a deliver update for another payload than the
-// delivery's, before anything is recorded. The payload, when the request
-// carries it, is fingerprinted here as the workflow's own input is: a
+// checkDeliver refuses a deliver update (of this ID) for another payload
+// than the delivery's, before anything is recorded. The payload, when the
+// request carries it, is fingerprinted here as the workflow's own input is: a
 // caller whose SDK re-encodes the payload (1e2 as 100.0, say) re-encodes
 // both alike, so its own start is never its own conflict. A delivery whose
 // payload is invalid conflicts with nothing: it ends rejected, and that is
 // every caller's answer.
-func (d *delivery) checkDeliver(r DeliverRequest) error {
+func (d *delivery) checkDeliver(r DeliverRequest, updateID string) error {
 	if d.res.Fingerprint == "" {
 		return nil
 	}
@@ -269,6 +269,15 @@ func (d *delivery) checkDeliver(r DeliverRequest) error {
 		if fp, err = opkey.Fingerprint(r.Payload); err != nil {
 			return temporal.NewApplicationError(fmt.Sprintf("this request's payload is invalid (%v): nothing was sent", err), ErrInvalidRequest)
 		}
+	}
+	if named, ok := briefFingerprint(updateID); fp == "" && r.Brief && ok {
+		// A brief request names its payload by the digits in its ID.
+		if named != d.res.Fingerprint[:BriefFingerprintDigits] {
+			return temporal.NewApplicationError(fmt.Sprintf(
+				"delivery %s carries a payload with fingerprint %s; this request's begins %s: nothing was sent",
+				d.res.Key, d.res.Fingerprint, named), ErrConflict, d.res.Fingerprint, named)
+		}
+		return nil
 	}
 	if fp == "" {
 		return temporal.NewApplicationError(`a deliver request carries its payload ("payload") or its fingerprint ("fingerprint"): nothing was sent`, ErrInvalidRequest)

@@ -148,10 +148,29 @@ func DeliverUpdateID(fingerprint string, epoch int) string {
 	return UpdateDeliverIDPrefix + fingerprint
 }
 
-// BriefDeliverUpdateID is DeliverUpdateID for callers that ask for the
-// brief answer (DeliverRequest.Brief).
+// BriefDeliverUpdateID is the deliver update's ID for callers that ask for
+// the brief answer (DeliverRequest.Brief): DeliverUpdateID with the
+// fingerprint's first BriefFingerprintDigits digits, and "-brief". The ID
+// is in history three times over, and the request need not carry the
+// fingerprint: the validator compares the ID's digits with its own.
 func BriefDeliverUpdateID(fingerprint string, epoch int) string {
-	return DeliverUpdateID(fingerprint, epoch) + "-brief"
+	return DeliverUpdateID(fingerprint[:min(len(fingerprint), BriefFingerprintDigits)], epoch) + briefSuffix
+}
+
+// BriefFingerprintDigits of the fingerprint name the payload in a brief
+// update's ID: 64 bits, which no other payload matches by chance, and
+// none can be made to match without a second preimage of SHA-256's prefix.
+const BriefFingerprintDigits = 16
+
+const briefSuffix = "-brief"
+
+// briefFingerprint is the fingerprint digits a brief update's ID names.
+func briefFingerprint(updateID string) (string, bool) {
+	rest, ok := strings.CutPrefix(updateID, UpdateDeliverIDPrefix)
+	if !ok || len(rest) < BriefFingerprintDigits || !strings.Contains(rest[BriefFingerprintDigits:], briefSuffix) {
+		return "", false
+	}
+	return rest[:BriefFingerprintDigits], true
 }
 
 // WaitingQuery is the visibility query for the running deliveries at a

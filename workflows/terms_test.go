@@ -345,6 +345,8 @@ func (s *TermsSuite) TestDeliverJoinCheck() {
 	s.in.Payload = json.RawMessage(`{"subject": "Move the workshop booking", "seats": 1e2, "ratio": 1.0}`)
 	fp, err := opkey.Fingerprint(s.in.Payload)
 	s.Require().NoError(err)
+	other, err := opkey.Fingerprint(json.RawMessage(`{"subject": "Another"}`))
+	s.Require().NoError(err)
 	s.env.OnActivity(workflows.ActivityAttempt, mock.Anything, mock.Anything).After(time.Minute).Return(activities.Outcome{
 		Class: contract.ClassCreated, StatusCode: 201, Receipt: &activities.Receipt{ResourceID: "ticket-1"}, Terms: s.terms(),
 	}, nil).Once()
@@ -363,16 +365,22 @@ func (s *TermsSuite) TestDeliverJoinCheck() {
 		send("other", workflows.DeliverRequest{Payload: json.RawMessage(`{"subject": "Another"}`)})
 		send("not-an-object", workflows.DeliverRequest{Payload: json.RawMessage(`[1, 2]`)})
 		send("empty", workflows.DeliverRequest{})
+		send(workflows.BriefDeliverUpdateID(fp, 0), workflows.DeliverRequest{Brief: true})
+		send(workflows.BriefDeliverUpdateID(other, 0), workflows.DeliverRequest{Brief: true})
+		send("deliver-brief-but-no-digits", workflows.DeliverRequest{Brief: true})
 	}, time.Second)
 	res := s.run()
 	s.Equal(workflows.StatusCreated, res.Status)
 	s.NoError(refused["own-bytes"])
 	s.NoError(refused["own-fingerprint"])
+	s.NoError(refused[workflows.BriefDeliverUpdateID(fp, 0)], "a brief request's ID names its payload")
 	for id, typ := range map[string]string{
-		"reencoded-elsewhere": workflows.ErrConflict, // numbers as written are the payload's
-		"other":               workflows.ErrConflict,
-		"not-an-object":       workflows.ErrInvalidRequest,
-		"empty":               workflows.ErrInvalidRequest,
+		"reencoded-elsewhere":                    workflows.ErrConflict, // numbers as written are the payload's
+		"other":                                  workflows.ErrConflict,
+		"not-an-object":                          workflows.ErrInvalidRequest,
+		"empty":                                  workflows.ErrInvalidRequest,
+		workflows.BriefDeliverUpdateID(other, 0): workflows.ErrConflict,
+		"deliver-brief-but-no-digits":            workflows.ErrInvalidRequest,
 	} {
 		var app *temporal.ApplicationError
 		s.Require().ErrorAs(refused[id], &app, id)

@@ -367,7 +367,8 @@ type DeliverRequest struct {
 	// status and starter. The run's result, which closes the run in the same
 	// workflow task, holds the rest, so history carries it once; the caller
 	// reads it there. Callers of one payload share an update, so brief
-	// callers use their own update ID (BriefDeliverUpdateID).
+	// callers use their own update ID (BriefDeliverUpdateID), which names
+	// the payload: a brief request may leave Fingerprint and Payload out.
 	Brief bool `json:"brief,omitempty"`
 }
 
