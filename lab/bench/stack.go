@@ -49,7 +49,7 @@ type stack struct {
 	// those Options name for an external one; empty when unknown.
 	serverPIDs  []int
 	metricsURLs []string
-	bare       sdkworker.Worker
+	bare        sdkworker.Worker
 	// endpoint is the bench tenant's Nexus endpoint.
 	endpoint string
 }
