@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -132,7 +133,7 @@ func printBenchTable(w io.Writer, nodeCounts []int, reports []bench.Report) {
 			line := fmt.Sprintf("| %d | %s |", c, side)
 			for _, r := range reports {
 				s := find(r, side, c)
-				line += fmt.Sprintf(" %.1f | %.0f / %.0f | %.1f |", s.PerSecond, s.P50ms, s.P99ms, s.CPUms.Server)
+				line += fmt.Sprintf(" %.1f | %s / %s | %.1f |", s.PerSecond, millis(s.P50ms), millis(s.P99ms), s.CPUms.Server)
 			}
 			fmt.Fprintln(w, line)
 		}
@@ -146,6 +147,16 @@ func printBenchTable(w io.Writer, nodeCounts []int, reports []bench.Report) {
 		}
 		fmt.Fprintln(w, line)
 	}
+}
+
+// millis is a whole number of milliseconds with its thousands grouped, as
+// the performance notes write them: 1,003.
+func millis(v float64) string {
+	s := strconv.FormatFloat(math.Round(v), 'f', 0, 64)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 func nodesName(n int) string {
