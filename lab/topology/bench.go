@@ -95,7 +95,7 @@ func (t *topo) benchRun(ctx context.Context, courierLab string, nodes int, flags
 	ctx, cancel := context.WithTimeout(ctx, benchWithin)
 	defer cancel()
 	md, runErr := t.runLab(ctx, name, env, argv...)
-	fmt.Printf("\n## %d node(s)\n\n%s", nodes, md)
+	fmt.Printf("\n# On %s\n\n%s", nodesName(nodes), md)
 	raw, err := os.ReadFile(out)
 	if err != nil {
 		// No report: the bench could not run (a failed target still writes one).
