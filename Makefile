@@ -15,7 +15,7 @@ TEMPORAL_SERVER := $(CURDIR)/bin/temporal-server/server
 TEMPORAL_SQL_TOOL := $(CURDIR)/bin/temporal-sql-tool/sql
 NODES ?= 1
 
-.PHONY: dev test test-long temporal ui-server temporal-server temporal-sql-tool faultlab vet lint soak histories topology-up topology-down topology-test
+.PHONY: dev test test-long temporal ui-server temporal-server temporal-sql-tool faultlab vet lint soak histories topology-up topology-down topology-test topology-bench
 
 ## dev: run Courier locally (dev server with SQLite, web UI, worker, sandbox destinations); Ctrl-C stops it
 # DEV_FLAGS are more flags for courier-lab dev, e.g. DEV_FLAGS='--port 7234 --ui-port 8234'.
@@ -87,6 +87,10 @@ topology-up: $(TEMPORAL_SERVER) $(TEMPORAL_SQL_TOOL)
 ## topology-down: stop every process topology-up started, by PID, then its PostgreSQL
 topology-down:
 	go run ./lab/topology down
+
+## topology-bench: the bench's throughput phase on the topology with 1 node, then 2, one right after the other (every node's CPU and work summed); then down. BENCH_FLAGS replace the bench's flags
+topology-bench: $(TEMPORAL_SERVER) $(TEMPORAL_SQL_TOOL)
+	go run ./lab/topology bench -- $(BENCH_FLAGS)
 
 ## topology-test: from nothing, 2 nodes: callers checked by role, the HTTP API, faultlab, the chaos soak with a node SIGKILLed, a node kill under load; then down
 topology-test: $(TEMPORAL_SERVER) $(TEMPORAL_SQL_TOOL)

@@ -19,7 +19,7 @@ import (
 func benchCommand() *cobra.Command {
 	var o bench.Options
 	var asJSON, smoke, verbose bool
-	var jsonOut, conc, phases string
+	var jsonOut, conc, phases, serverPIDs, serverMetrics string
 	c := &cobra.Command{
 		Use:   "bench [flags]",
 		Short: "measure Courier against Temporal's own ceiling",
@@ -30,11 +30,14 @@ and direct HTTP POSTs. Progress goes to stderr; exit status 1 when a target fail
 On an external server (TEMPORAL_ADDRESS, in TEMPORAL_NAMESPACE: best a namespace of its own,
 created if missing, and a server nothing else uses meanwhile), --server-pid and
 --server-metrics name the server process on this machine and its Prometheus endpoint, so
-its CPU time and its work per workflow are measured as on the dev server.`,
+its CPU time and its work per workflow are measured as on the dev server. On a server of
+several nodes, name each node's, comma-separated: the figures are their sums.`,
 		Example: `  courier-lab bench --smoke
   courier-lab bench --phases parked --parked 10000
   TEMPORAL_ADDRESS=127.0.0.1:7233 TEMPORAL_NAMESPACE=bench courier-lab bench \
-    --server-pid "$(cat temporal.pid)" --server-metrics http://127.0.0.1:8000/metrics`,
+    --server-pid "$(cat temporal.pid)" --server-metrics http://127.0.0.1:8000/metrics
+  TEMPORAL_ADDRESS=127.0.0.1:7233 TEMPORAL_NAMESPACE=bench courier-lab bench --phases throughput \
+    --server-pid 4100,4200 --server-metrics http://127.0.0.1:8000/metrics,http://127.0.0.1:8001/metrics`,
 		Args:        cli.NoArgs,
 		Annotations: cli.Exits(cli.BasicExits...),
 	}
@@ -51,16 +54,27 @@ its CPU time and its work per workflow are measured as on the dev server.`,
 	f.StringVar(&phases, "phases", "", "comma-separated phases to run (default all): "+strings.Join(bench.AllPhases, ","))
 	f.BoolVar(&o.KeepDir, "keep", false, "keep the temporary directory with the databases")
 	f.BoolVarP(&verbose, "verbose", "v", false, "show the dev server's and the worker's output")
-	f.IntVar(&o.ServerPID, "server-pid", 0, "on an external server (TEMPORAL_ADDRESS), its process on this machine, for its CPU time")
-	f.StringVar(&o.ServerMetrics, "server-metrics", "", "on an external server (TEMPORAL_ADDRESS), its Prometheus endpoint, "+
-		"e.g. http://127.0.0.1:8000/metrics, for its work per workflow")
+	f.StringVar(&serverPIDs, "server-pid", "", "on an external server (TEMPORAL_ADDRESS), its process on this machine, for its CPU time; "+
+		"comma-separated, one per node, to sum several")
+	f.StringVar(&serverMetrics, "server-metrics", "", "on an external server (TEMPORAL_ADDRESS), its Prometheus endpoint, "+
+		"e.g. http://127.0.0.1:8000/metrics, for its work per workflow; comma-separated, one per node, to sum several")
 	c.RunE = func(c *cobra.Command, _ []string) error {
-		if (o.ServerPID != 0 || o.ServerMetrics != "") && os.Getenv("TEMPORAL_ADDRESS") == "" {
+		if (serverPIDs != "" || serverMetrics != "") && os.Getenv("TEMPORAL_ADDRESS") == "" {
 			return cli.UsageError("--server-pid and --server-metrics are for an external server: set TEMPORAL_ADDRESS to it " +
 				"(the bench reads a dev server of its own by itself)")
 		}
-		if o.ServerPID < 0 {
-			return cli.UsageError("--server-pid: %d is not a process id", o.ServerPID)
+		var err error
+		if o.ServerPIDs, err = positiveInts("--server-pid", serverPIDs, "a process id"); err != nil {
+			return err
+		}
+		if serverMetrics != "" {
+			for _, m := range strings.Split(serverMetrics, ",") {
+				o.ServerMetrics = append(o.ServerMetrics, strings.TrimSpace(m))
+			}
+		}
+		concurrency, err := positiveInts("--concurrency", conc, "a positive number")
+		if err != nil {
+			return err
 		}
 		courier, done, err := courierBinary()
 		if err != nil {
@@ -78,15 +92,8 @@ its CPU time and its work per workflow are measured as on the dev server.`,
 		if smoke {
 			o = bench.Smoke(o)
 		}
-		if conc != "" {
-			o.Concurrency = nil
-			for _, f := range strings.Split(conc, ",") {
-				n, err := strconv.Atoi(strings.TrimSpace(f))
-				if err != nil || n < 1 {
-					return cli.UsageError("--concurrency: %q is not a positive number", f)
-				}
-				o.Concurrency = append(o.Concurrency, n)
-			}
+		if concurrency != nil {
+			o.Concurrency = concurrency
 		}
 		if phases != "" {
 			o.Phases = strings.Split(phases, ",")
@@ -121,4 +128,21 @@ its CPU time and its work per workflow are measured as on the dev server.`,
 		return nil
 	}
 	return c
+}
+
+// positiveInts parses a flag's comma-separated list of positive numbers;
+// an empty value is none.
+func positiveInts(flag, value, what string) ([]int, error) {
+	if value == "" {
+		return nil, nil
+	}
+	var out []int
+	for _, f := range strings.Split(value, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, cli.UsageError("%s: %q is not %s", flag, f, what)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }

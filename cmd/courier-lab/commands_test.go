@@ -62,3 +62,18 @@ func TestDevCommandNamesTakenPorts(t *testing.T) {
 		})
 	}
 }
+
+// A bad element of a comma-separated list is named before anything starts.
+func TestBenchCommandNamesBadListElements(t *testing.T) {
+	t.Setenv("TEMPORAL_ADDRESS", "127.0.0.1:7233")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--server-pid", "4100,x"}, `--server-pid: "x" is not a process id`},
+		{[]string{"--server-pid", "4100,-1"}, `--server-pid: "-1" is not a process id`},
+		{[]string{"--concurrency", "1,0"}, `--concurrency: "0" is not a positive number`},
+	} {
+		require.EqualError(t, run(context.Background(), "bench", tc.args), tc.want)
+	}
+}

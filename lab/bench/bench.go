@@ -76,14 +76,15 @@ type Options struct {
 	// Smoke shrinks what has no other knob (history samples).
 	Smoke bool
 
-	// ServerPID and ServerMetrics, on an external server (TEMPORAL_ADDRESS),
-	// are its process on this machine, whose CPU time the throughput
-	// tables split out, and its Prometheus endpoint
+	// ServerPIDs and ServerMetrics, on an external server (TEMPORAL_ADDRESS),
+	// are its processes on this machine, whose CPU time the throughput
+	// tables split out, and their Prometheus endpoints
 	// (http://host:port/metrics), from which the server-work section
-	// counts what each workflow asked of it. Zero and empty leave those
+	// counts what each workflow asked of it. A server of several nodes
+	// names each node's: the figures are their sums. Empty leaves those
 	// out; a dev server of the benchmark's own gives its own.
-	ServerPID     int
-	ServerMetrics string
+	ServerPIDs    []int
+	ServerMetrics []string
 
 	// Courier is the courier binary, run as the `courier worker`.
 	Courier string
@@ -181,11 +182,12 @@ type Report struct {
 // Setup says what was measured, on what.
 type Setup struct {
 	Server string `json:"server"`
-	// Temporal is the server and namespace the run used; ServerPID and
-	// ServerMetrics where its CPU time and counters were read, if anywhere.
+	// Temporal is the server and namespace the run used; ServerPIDs and
+	// ServerMetrics where its CPU time and counters were read and summed,
+	// if anywhere.
 	Temporal      lab.ServerInfo `json:"temporal"`
-	ServerPID     int            `json:"server_pid,omitempty"`
-	ServerMetrics string         `json:"server_metrics,omitempty"`
+	ServerPIDs    []int          `json:"server_pids,omitempty"`
+	ServerMetrics []string       `json:"server_metrics,omitempty"`
 	Worker        string         `json:"worker"`
 	CPUs          int            `json:"cpus"`
 	GoVersion     string         `json:"go_version"`
@@ -265,7 +267,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 			return rep, err
 		}
 		defer st.close()
-		rep.Setup.Temporal, rep.Setup.ServerPID, rep.Setup.ServerMetrics = st.Temporal.Info(), st.serverPID, st.metricsURL
+		rep.Setup.Temporal, rep.Setup.ServerPIDs, rep.Setup.ServerMetrics = st.Temporal.Info(), st.serverPIDs, st.metricsURLs
 		if !st.Temporal.Own {
 			rep.Setup.Server = "Temporal server at " + st.Temporal.HostPort
 		}

@@ -157,7 +157,7 @@ func TestExternalServer(t *testing.T) {
 
 	var progress bytes.Buffer
 	o := Smoke(Options{
-		Phases: []string{PhaseThroughput, PhaseHistory}, ServerPID: srv.PID(), ServerMetrics: srv.MetricsURL(),
+		Phases: []string{PhaseThroughput, PhaseHistory}, ServerPIDs: []int{srv.PID()}, ServerMetrics: []string{srv.MetricsURL()},
 		Courier:  courier,
 		Logger:   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Progress: &progress,
@@ -166,8 +166,8 @@ func TestExternalServer(t *testing.T) {
 	rep, err := Run(ctx, o)
 	require.NoError(t, err, progress.String())
 	require.Equal(t, lab.ServerInfo{Address: srv.HostPort, Namespace: ns}, rep.Setup.Temporal)
-	require.Equal(t, srv.PID(), rep.Setup.ServerPID)
-	require.Equal(t, srv.MetricsURL(), rep.Setup.ServerMetrics)
+	require.Equal(t, []int{srv.PID()}, rep.Setup.ServerPIDs)
+	require.Equal(t, []string{srv.MetricsURL()}, rep.Setup.ServerMetrics)
 	for _, s := range rep.Throughput {
 		require.Zero(t, s.Errors, "%s: %s", s.Side, s.FirstError)
 		if s.Side != SideDirect {
@@ -197,16 +197,16 @@ func TestExternalServer(t *testing.T) {
 	free, err := lab.FreeAddr()
 	require.NoError(t, err)
 	for _, bad := range []struct {
-		pid     int
-		metrics string
+		pids    []int
+		metrics []string
 		want    string
 	}{
-		{pid: 1 << 30, want: "give the PID of the Temporal server process"},
-		{metrics: "127.0.0.1:8000", want: "not an http URL"},
-		{metrics: "http://" + free + "/metrics", want: "connection refused"},
+		{pids: []int{1 << 30}, want: "give the PID of the Temporal server process"},
+		{metrics: []string{"127.0.0.1:8000"}, want: "not an http URL"},
+		{metrics: []string{"http://" + free + "/metrics"}, want: "connection refused"},
 	} {
 		o := o
-		o.ServerPID, o.ServerMetrics = bad.pid, bad.metrics
+		o.ServerPIDs, o.ServerMetrics = bad.pids, bad.metrics
 		_, err := Run(ctx, o)
 		require.ErrorContains(t, err, bad.want)
 	}

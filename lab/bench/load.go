@@ -126,8 +126,8 @@ type Summary struct {
 	P99ms      float64 `json:"p99_ms"`
 	Errors     int     `json:"errors"`
 	FirstError string  `json:"first_error,omitempty"`
-	// CPU milliseconds per operation, by process (server is 0 when the
-	// server is not the benchmark's own).
+	// CPU milliseconds per operation, by process (server is all the
+	// server's processes together; 0 when no server PID is known).
 	CPUms struct {
 		Server float64 `json:"server"`
 		Worker float64 `json:"worker"`

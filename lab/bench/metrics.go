@@ -80,6 +80,32 @@ func scrapeServer(ctx context.Context, url, ns string) (serverCounters, error) {
 	return c, sc.Err()
 }
 
+// scrapeServers reads the counters of namespace ns from each of a
+// server's endpoints (one per node) and sums them: a node counts the work
+// it did, whichever node a workflow's shard or caller is on.
+func scrapeServers(ctx context.Context, urls []string, ns string) (serverCounters, error) {
+	sum := newServerCounters()
+	for _, u := range urls {
+		c, err := scrapeServer(ctx, u, ns)
+		if err != nil {
+			return sum, fmt.Errorf("%s: %w", u, err)
+		}
+		sum.addCounters(c)
+	}
+	return sum, nil
+}
+
+// addCounters adds another endpoint's counters to c.
+func (c *serverCounters) addCounters(o serverCounters) {
+	for _, m := range []struct{ to, from map[string]float64 }{{c.requests, o.requests}, {c.calls, o.calls}, {c.actions, o.actions}} {
+		for k, v := range m.from {
+			m.to[k] += v
+		}
+	}
+	c.seconds += o.seconds
+	c.persistence = c.persistence || o.persistence
+}
+
 func newServerCounters() serverCounters {
 	return serverCounters{requests: map[string]float64{}, calls: map[string]float64{}, actions: map[string]float64{}}
 }

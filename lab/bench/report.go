@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/abde64c9/courier/worker"
@@ -278,15 +279,28 @@ func (r Report) Markdown(w io.Writer) {
 	}
 }
 
-// serverSources says where the server's CPU time and counters came from.
+// serverSources says where the server's CPU time and counters came from,
+// and how many processes and endpoints they sum.
 func serverSources(s Setup) string {
 	cpu := "its CPU time not read (no server PID)"
-	if s.ServerPID != 0 {
-		cpu = fmt.Sprintf("its CPU time from PID %d", s.ServerPID)
+	switch len(s.ServerPIDs) {
+	case 0:
+	case 1:
+		cpu = fmt.Sprintf("its CPU time from PID %d", s.ServerPIDs[0])
+	default:
+		pids := make([]string, len(s.ServerPIDs))
+		for i, pid := range s.ServerPIDs {
+			pids[i] = strconv.Itoa(pid)
+		}
+		cpu = fmt.Sprintf("its CPU time summed over %d processes (PIDs %s)", len(pids), strings.Join(pids, ", "))
 	}
 	work := "its work per workflow not counted (no metrics address)"
-	if s.ServerMetrics != "" {
-		work = "its work per workflow from " + s.ServerMetrics
+	switch len(s.ServerMetrics) {
+	case 0:
+	case 1:
+		work = "its work per workflow from " + s.ServerMetrics[0]
+	default:
+		work = fmt.Sprintf("its work per workflow summed over %d endpoints (%s)", len(s.ServerMetrics), strings.Join(s.ServerMetrics, ", "))
 	}
 	return cpu + ", " + work
 }

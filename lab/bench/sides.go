@@ -145,12 +145,23 @@ func (r *runner) deliveryID(dest, side string) func(seq int64) string {
 	}
 }
 
-// cpu is the CPU time so far of the server, the worker and this process.
+// cpu is the CPU time so far of the server (all its processes), the
+// worker and this process.
 func (r *runner) cpu() cpuSplit {
-	srv, _ := lab.ReadProc(r.st.serverPID)
 	w, _ := lab.ReadProc(r.st.worker().PID())
 	self, _ := lab.ReadProc(os.Getpid())
-	return cpuSplit{srv.CPU, w.CPU, self.CPU}
+	return cpuSplit{cpuTime(r.st.serverPIDs), w.CPU, self.CPU}
+}
+
+// cpuTime is the CPU time so far of these processes together; one that
+// cannot be read counts nothing.
+func cpuTime(pids []int) time.Duration {
+	var sum time.Duration
+	for _, pid := range pids {
+		p, _ := lab.ReadProc(pid)
+		sum += p.CPU
+	}
+	return sum
 }
 
 func (c cpuSplit) since(before cpuSplit) cpuSplit {
@@ -340,15 +351,15 @@ const historySamples = 10
 // after the caller has its answer.
 const metricsSettle = 2 * time.Second
 
-// serverCounters reads the server's persistence counters once the work so
-// far shows in them; nil when the server's metrics address is unknown.
+// serverCounters reads the server's persistence counters, summed over its
+// endpoints, once the work so far shows in them; nil when the server's
+// metrics address is unknown.
 func (r *runner) serverCounters(ctx context.Context) (*serverCounters, error) {
-	url := r.st.metricsURL
-	if url == "" {
+	if len(r.st.metricsURLs) == 0 {
 		return nil, nil
 	}
 	time.Sleep(metricsSettle)
-	c, err := scrapeServer(ctx, url, r.st.Temporal.Namespace)
+	c, err := scrapeServers(ctx, r.st.metricsURLs, r.st.Temporal.Namespace)
 	return &c, err
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -43,12 +44,12 @@ type stack struct {
 	*lab.Stack
 	opts Options
 	dir  string
-	// serverPID and metricsURL are the server's process and Prometheus
-	// endpoint: the dev server's, or those Options name for an external
-	// one; 0 and empty when unknown.
-	serverPID  int
-	metricsURL string
-	bare       sdkworker.Worker
+	// serverPIDs and metricsURLs are the server's processes and
+	// Prometheus endpoints, whose figures are summed: the dev server's, or
+	// those Options name for an external one; empty when unknown.
+	serverPIDs  []int
+	metricsURLs []string
+	bare        sdkworker.Worker
 	// endpoint is the bench tenant's Nexus endpoint.
 	endpoint string
 }
@@ -86,9 +87,15 @@ func startStack(ctx context.Context, o Options) (s *stack, err error) {
 		return s, err
 	}
 	s.Stack = ls
-	s.serverPID, s.metricsURL = s.Temporal.PID(), s.Temporal.MetricsURL()
-	if !s.Temporal.Own {
-		s.serverPID, s.metricsURL = o.ServerPID, o.ServerMetrics
+	s.serverPIDs, s.metricsURLs = o.ServerPIDs, o.ServerMetrics
+	if s.Temporal.Own {
+		s.serverPIDs, s.metricsURLs = nil, nil
+		if pid := s.Temporal.PID(); pid != 0 {
+			s.serverPIDs = []int{pid}
+		}
+		if u := s.Temporal.MetricsURL(); u != "" {
+			s.metricsURLs = []string{u}
+		}
 	}
 	if s.endpoint, err = lab.EnsureNexusEndpoint(ctx, s.client(), s.Temporal.Namespace, benchTenant); err != nil {
 		return s, err
@@ -100,31 +107,40 @@ func startStack(ctx context.Context, o Options) (s *stack, err error) {
 	return s, err
 }
 
-// checkServer checks, before anything starts, that the external server's
-// PID and metrics address Options name are readable.
+// checkServer checks, before anything starts, that every PID and metrics
+// address of the external server Options name is readable, and none is
+// named twice (its figures would count twice).
 func checkServer(ctx context.Context, o Options) error {
-	if os.Getenv("TEMPORAL_ADDRESS") == "" && (o.ServerPID != 0 || o.ServerMetrics != "") {
+	if os.Getenv("TEMPORAL_ADDRESS") == "" && (len(o.ServerPIDs) > 0 || len(o.ServerMetrics) > 0) {
 		return errors.New("bench: a server PID and metrics address are for an external server (TEMPORAL_ADDRESS); " +
 			"the benchmark reads a dev server of its own by itself")
 	}
-	if o.ServerPID != 0 {
-		if _, err := lab.ReadProc(o.ServerPID); err != nil {
-			return fmt.Errorf("bench: server PID %d: %w; give the PID of the Temporal server process on this machine", o.ServerPID, err)
+	for i, pid := range o.ServerPIDs {
+		if slices.Contains(o.ServerPIDs[:i], pid) {
+			return fmt.Errorf("bench: server PID %d is named twice; name each server process once", pid)
+		}
+		if pid <= 0 {
+			return fmt.Errorf("bench: server PID %d is not a process id; give the PID of the Temporal server process on this machine", pid)
+		}
+		if _, err := lab.ReadProc(pid); err != nil {
+			return fmt.Errorf("bench: server PID %d: %w; give the PID of the Temporal server process on this machine", pid, err)
 		}
 	}
-	if o.ServerMetrics != "" {
-		u, err := url.Parse(o.ServerMetrics)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("bench: server metrics %q: not an http URL; give its Prometheus endpoint, e.g. http://127.0.0.1:8000/metrics",
-				o.ServerMetrics)
+	for i, m := range o.ServerMetrics {
+		if slices.Contains(o.ServerMetrics[:i], m) {
+			return fmt.Errorf("bench: server metrics %s is named twice; name each node's endpoint once", m)
 		}
-		c, err := scrapeServer(ctx, o.ServerMetrics, "")
+		u, err := url.Parse(m)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("bench: server metrics %q: not an http URL; give its Prometheus endpoint, e.g. http://127.0.0.1:8000/metrics", m)
+		}
+		c, err := scrapeServer(ctx, m, "")
 		if err != nil {
-			return fmt.Errorf("bench: server metrics %s: %w", o.ServerMetrics, err)
+			return fmt.Errorf("bench: server metrics %s: %w", m, err)
 		}
 		if !c.persistence {
 			return fmt.Errorf("bench: %s serves no %s metric: is it the Temporal server's Prometheus endpoint "+
-				"(global.metrics.prometheus.listenAddress in its config)?", o.ServerMetrics, persistenceRequests)
+				"(global.metrics.prometheus.listenAddress in its config)?", m, persistenceRequests)
 		}
 	}
 	return nil

@@ -12,9 +12,11 @@
 //	topology down                 stop every process, then PostgreSQL
 //	topology restart-node N       SIGKILL node N and start it again
 //	topology test                 up with 2 nodes, the failure tests, down
+//	topology bench [--nodes 1,2] [-- bench flags]
+//	                              up with 1 node, the bench, down; the same with 2
 //
 // The Makefile runs it: make topology-up NODES=2, make topology-down,
-// make topology-test.
+// make topology-test, make topology-bench.
 package main
 
 import (
@@ -57,6 +59,11 @@ const usage = `usage: topology COMMAND
   test [--phases P,..] from nothing: up with 2 nodes, callers checked by role (auth),
                       the HTTP API (api), faultlab, the chaos soak and a node kill under load, each in a
                       namespace of its own; then down
+  bench [--nodes 1,2] [-- FLAGS]
+                      for each node count, one right after the other: up, courier-lab bench
+                      in namespace bench with every node's PID and metrics endpoint, down;
+                      then bare and courier-key side by side (FLAGS replace the bench's
+                      default --phases throughput --rounds 2 --concurrency 1,16,64)
 `
 
 func main() {
@@ -124,6 +131,20 @@ func run(ctx context.Context, args []string) error {
 			run = append(run, p)
 		}
 		return t.test(ctx, run)
+	case "bench":
+		nodes := fs.String("nodes", "1,2", "the node counts to run, one after the other, comma-separated")
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		var counts []int
+		for _, f := range strings.Split(*nodes, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 || n > deploy.MaxNodes {
+				return fmt.Errorf("--nodes: %q is not a node count; use 1 to %d, e.g. --nodes 1,2", f, deploy.MaxNodes)
+			}
+			counts = append(counts, n)
+		}
+		return t.bench(ctx, counts, fs.Args())
 	case "-h", "--help", "help":
 		fmt.Fprint(os.Stderr, usage)
 		return nil
