@@ -95,7 +95,8 @@ type Worker struct {
 	mu   sync.Mutex
 	err  error // from Wait, once done
 	// tail keeps the end of its output, to say why it exited early; nil
-	// when detached (its output then goes straight to Log's file).
+	// when detached or when Log is a file, which the process then writes
+	// itself (it may outlive this program, or the file's handle here).
 	tail *logTail
 }
 
@@ -126,7 +127,7 @@ func StartWorker(ctx context.Context, o WorkerOptions) (*Worker, error) {
 	w := &Worker{o: o, cmd: exec.Command(o.Courier, args...), done: make(chan struct{})}
 	w.cmd.Env = append(o.Temporal.Env(os.Environ()), o.Env...)
 	w.cmd.Stdout, w.cmd.Stderr = o.Log, o.Log
-	if !o.Detach {
+	if _, file := o.Log.(*os.File); !file && !o.Detach {
 		w.tail = &logTail{}
 		out := io.MultiWriter(o.Log, w.tail)
 		w.cmd.Stdout, w.cmd.Stderr = out, out
@@ -174,7 +175,7 @@ func (w *Worker) AwaitHealthz(ctx context.Context, code int, within time.Duratio
 		}
 		select {
 		case <-w.done:
-			return "", fmt.Errorf("courier worker exited before /healthz answered %d (%v); its log ends: %s", code, w.exitErr(), w.tail)
+			return "", fmt.Errorf("courier worker exited before /healthz answered %d (%v); its log ends: %s", code, w.exitErr(), w.logEnd())
 		case <-ctx.Done():
 			return "", ctx.Err()
 		case <-time.After(50 * time.Millisecond):
@@ -250,11 +251,26 @@ func (l *logTail) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// String is what it kept, or where to look when it kept nothing.
-func (l *logTail) String() string {
-	if l == nil {
-		return "(detached: see its log file)"
+// logEnd is the end of what the process wrote: what the tail kept, or the
+// end of its log file.
+func (w *Worker) logEnd() string {
+	if f, ok := w.o.Log.(*os.File); ok {
+		b, err := os.ReadFile(f.Name())
+		if err != nil {
+			return "(" + err.Error() + ")"
+		}
+		t := &logTail{}
+		_, _ = t.Write(b)
+		return t.String()
 	}
+	if w.tail == nil {
+		return "(detached: see its log)"
+	}
+	return w.tail.String()
+}
+
+// String is what it kept.
+func (l *logTail) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.buf) == 0 {

@@ -52,7 +52,7 @@ const historiesDir = "testdata/histories"
 // lookup after an unknown outcome; deliveries started with the operation's
 // attributes and no state, created at their first try with no state
 // published, answering brief callers briefly, their attempts carrying no
-// key.
+// key and a created one naming its terms by digest.
 const (
 	setConfigContract   = "config-contract"
 	setRecordedContract = "recorded-contract"
@@ -61,7 +61,7 @@ const (
 	setRetryState       = "retry-state"
 	setOutcomeLedger    = "outcome-ledger"
 	setSettle           = "settle"
-	setStateOffHappy    = "state-off-happy-path"
+	setLeanHappyPath    = "lean-happy-path"
 )
 
 // Sets of recorded gate histories: gates whose breaker came from reports;
@@ -97,13 +97,13 @@ const (
 	setRevocation      = "revocation"
 	setRetentionAtSend = "retention-at-send"
 	setRetentionHold   = "retention-after-hold"
-	setTrustStateOff   = "trust-state-off-happy-path"
+	setTrustLean       = "trust-lean-happy-path"
 )
 
 var (
-	deliverySets = []string{setConfigContract, setRecordedContract, setDeliverUpdate, setReviewDesk, setRetryState, setOutcomeLedger, setSettle, setStateOffHappy}
+	deliverySets = []string{setConfigContract, setRecordedContract, setDeliverUpdate, setReviewDesk, setRetryState, setOutcomeLedger, setSettle, setLeanHappyPath}
 	gateSets     = []string{setGateReportedBreaker, setGateTerms, setGateMemo, setGateProof, setGateOwn}
-	trustSets    = []string{setTrust, setPlaceholders, setVerifiedReviews, setVerifiedJobs, setRevocation, setRetentionAtSend, setRetentionHold, setTrustStateOff}
+	trustSets    = []string{setTrust, setPlaceholders, setVerifiedReviews, setVerifiedJobs, setRevocation, setRetentionAtSend, setRetentionHold, setTrustLean}
 )
 
 // recordedHistories reads every Delivery set's index (the fault cases' and

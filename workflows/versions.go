@@ -4,7 +4,7 @@
 // history set that carries it. One change is switched by what the start
 // recorded instead, where a marker would cost every delivery more than the
 // change saves: the end's state upsert (finish, history set
-// state-off-happy-path).
+// lean-happy-path).
 
 package workflows
 
