@@ -82,7 +82,6 @@ func Deliver(ctx workflow.Context, in workflows.DeliveryInput) (workflows.Delive
 			workflows.StartSearchAttributes(in.Operation, req.Key)...),
 		Memo:          map[string]any{workflows.MemoFingerprint: req.Fingerprint},
 		StaticSummary: workflows.Summary(in.Operation),
-		StaticDetails: workflows.StaticDetails(in.Operation, req.Key),
 	})
 	var res workflows.DeliveryResult
 	err := await(ctx, workflow.ExecuteChildWorkflow(cctx, workflows.WorkflowType, in), &res)

@@ -136,7 +136,6 @@ func (s *Client) startOptions(in workflows.DeliveryInput, h Handle, reuse enumsp
 		// (its guard against a second run) and shows the web UI the payload.
 		Memo:          map[string]any{workflows.MemoFingerprint: h.Fingerprint},
 		StaticSummary: workflows.Summary(in.Operation),
-		StaticDetails: workflows.StaticDetails(in.Operation, h.Key),
 	}
 }
 

@@ -23,14 +23,6 @@ const (
 	detailErrorLen = 300
 )
 
-// StaticDetails are the web UI's fixed facts of a delivery, given at its
-// start; the current details add the contract it runs under and what to do.
-// The workflow ID, "delivery-" and the key, is the page's own title.
-func StaticDetails(op opkey.Operation, key string) string {
-	return fmt.Sprintf("**%s → %s**\n\ntenant %s · business id %s\n\nkey %s",
-		text.Markdown(op.Operation), text.Markdown(op.Destination), text.Code(op.Tenant), text.Code(op.BusinessID), text.Code(key))
-}
-
 // ReviewCommands are the three decisions of a parked delivery as commands,
 // its placeholders ones a shell and the validator refuse.
 func ReviewCommands(key string) string {
@@ -66,7 +58,9 @@ func UIListPath(namespace, query string) string {
 }
 
 // Summary is the web UI's one-line summary of a delivery, set by whoever
-// starts it.
+// starts it: the operation, destination, business id and tenant. The key
+// is the page's title (the workflow ID); the current details say the rest,
+// so a delivery starts without static details, which would repeat these.
 func Summary(op opkey.Operation) string {
 	// The web UI renders it as Markdown: the caller's values stay text.
 	s := fmt.Sprintf("%s → %s · %s", text.Markdown(op.Operation), text.Markdown(op.Destination), text.Markdown(op.BusinessID))

@@ -110,13 +110,6 @@ func TestDecidedDetails(t *testing.T) {
 	require.NotContains(t, md, "courier destination")
 }
 
-func TestStaticDetails(t *testing.T) {
-	d := detailed()
-	md := StaticDetails(d.in.Operation, d.res.Key)
-	require.Equal(t, "**create-ticket → crm**\n\ntenant `acme` · business id `order-7`\n\nkey `"+d.res.Key+"`", md)
-	require.NotContains(t, md, WorkflowID(d.res.Key), "the page's title is the workflow ID")
-}
-
 // TestAttemptSummary: an Attempt after a hold says what it is, a look at
 // the gate that may send nothing, or an attempt the gate released.
 func TestAttemptSummary(t *testing.T) {
