@@ -336,6 +336,27 @@ func (s *TermsSuite) TestHappyPathAsksNoSettle() {
 	s.Equal(workflows.StatusCreated, s.run().Status)
 }
 
+// createdInAMinute scripts an attempt created a minute in, and returns
+// how to send deliver updates meanwhile: each one's refusal (nil once
+// accepted) and its answer as JSON are kept by its ID.
+func (s *TermsSuite) createdInAMinute() (send func(id string, r workflows.DeliverRequest), refused map[string]error, answers map[string]string) {
+	s.env.OnActivity(workflows.ActivityAttempt, mock.Anything, mock.Anything).After(time.Minute).Return(activities.Outcome{
+		Class: contract.ClassCreated, StatusCode: 201, Receipt: &activities.Receipt{ResourceID: "ticket-1"}, Terms: s.terms(),
+	}, nil).Once()
+	refused, answers = map[string]error{}, map[string]string{}
+	send = func(id string, r workflows.DeliverRequest) {
+		s.env.UpdateWorkflow(workflows.UpdateDeliver, id, &sdktest.TestUpdateCallback{
+			OnAccept: func() { refused[id] = nil },
+			OnReject: func(err error) { refused[id] = err },
+			OnComplete: func(v any, _ error) {
+				b, _ := json.Marshal(v)
+				answers[id] = string(b)
+			},
+		}, r)
+	}
+	return send, refused, answers
+}
+
 // TestDeliverJoinCheck: the deliver update's validator compares payloads
 // by the workflow's own fingerprint. A request carrying its payload is
 // fingerprinted as the input is, so the caller's own start, re-encoded by
@@ -347,17 +368,7 @@ func (s *TermsSuite) TestDeliverJoinCheck() {
 	s.Require().NoError(err)
 	other, err := opkey.Fingerprint(json.RawMessage(`{"subject": "Another"}`))
 	s.Require().NoError(err)
-	s.env.OnActivity(workflows.ActivityAttempt, mock.Anything, mock.Anything).After(time.Minute).Return(activities.Outcome{
-		Class: contract.ClassCreated, StatusCode: 201, Receipt: &activities.Receipt{ResourceID: "ticket-1"}, Terms: s.terms(),
-	}, nil).Once()
-	refused := map[string]error{}
-	send := func(id string, r workflows.DeliverRequest) {
-		s.env.UpdateWorkflow(workflows.UpdateDeliver, id, &sdktest.TestUpdateCallback{
-			OnAccept:   func() { refused[id] = nil },
-			OnReject:   func(err error) { refused[id] = err },
-			OnComplete: func(any, error) {},
-		}, r)
-	}
+	send, refused, _ := s.createdInAMinute()
 	s.env.RegisterDelayedCallback(func() {
 		send("own-bytes", workflows.DeliverRequest{Payload: json.RawMessage(`{"ratio":1.0,"seats":1e2,"subject":"Move the workshop booking"}`)})
 		send("own-fingerprint", workflows.DeliverRequest{Fingerprint: fp})
@@ -396,27 +407,15 @@ func (s *TermsSuite) TestDeliverJoinCheck() {
 func (s *TermsSuite) TestBriefAnswer() {
 	fp, err := opkey.Fingerprint(s.in.Payload)
 	s.Require().NoError(err)
-	s.env.OnActivity(workflows.ActivityAttempt, mock.Anything, mock.Anything).After(time.Minute).Return(activities.Outcome{
-		Class: contract.ClassCreated, StatusCode: 201, Receipt: &activities.Receipt{ResourceID: "ticket-1"}, Terms: s.terms(),
-	}, nil).Once()
-	answers := map[string]any{}
-	send := func(id string, r workflows.DeliverRequest) {
-		s.env.UpdateWorkflow(workflows.UpdateDeliver, id, &sdktest.TestUpdateCallback{
-			OnAccept: func() {}, OnReject: func(err error) { answers[id] = err },
-			OnComplete: func(v any, err error) {
-				b, _ := json.Marshal(v)
-				answers[id] = string(b)
-			},
-		}, r)
-	}
+	send, _, answers := s.createdInAMinute()
 	s.env.RegisterDelayedCallback(func() {
 		send(workflows.BriefDeliverUpdateID(fp, 0), workflows.DeliverRequest{Fingerprint: fp, Caller: "me", Brief: true})
 		send(workflows.DeliverUpdateID(fp, 0), workflows.DeliverRequest{Fingerprint: fp, Caller: "other"})
 	}, time.Second)
 	s.Equal(workflows.StatusCreated, s.run().Status)
-	s.JSONEq(`{"state":"created","status":"created","starter":"me","brief":true}`, answers[workflows.BriefDeliverUpdateID(fp, 0)].(string))
+	s.JSONEq(`{"state":"created","status":"created","starter":"me","brief":true}`, answers[workflows.BriefDeliverUpdateID(fp, 0)])
 	var whole workflows.Settled
-	s.Require().NoError(json.Unmarshal([]byte(answers[workflows.DeliverUpdateID(fp, 0)].(string)), &whole))
+	s.Require().NoError(json.Unmarshal([]byte(answers[workflows.DeliverUpdateID(fp, 0)]), &whole))
 	s.False(whole.Brief)
 	s.Equal("me", whole.Starter)
 	s.Equal("ticket-1", whole.Receipt.ResourceID)
