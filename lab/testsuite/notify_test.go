@@ -144,11 +144,11 @@ func TestNotifierToldWhenParked(t *testing.T) {
 		}
 		desc, err := s.c.DescribeWorkflowExecution(ctx, workflows.WorkflowID(st.Key), "")
 		require.NoError(t, err)
-		var details string
-		require.NoError(t, converter.GetDefaultDataConverter().FromPayload(
-			desc.GetExecutionConfig().GetUserMetadata().GetDetails(), &details))
-		require.Equal(t, "**create-ticket → plain**\n\ntenant `acme` · business id `notify-"+s.run+"`\n\nkey `"+st.Key+"`",
-			details, "static details")
+		var summary string
+		meta := desc.GetExecutionConfig().GetUserMetadata()
+		require.NoError(t, converter.GetDefaultDataConverter().FromPayload(meta.GetSummary(), &summary))
+		require.Equal(t, "create-ticket → plain · notify-"+s.run+" (acme)", summary, "the fixed line names the operation")
+		require.Nil(t, meta.GetDetails(), "no static details: the summary, the title (the key) and the current details say it all")
 	})
 
 	t.Run("a notifier that is down delays nothing", func(t *testing.T) {
