@@ -86,12 +86,8 @@ var trustScenarios = []trustScenario{
 		if err := t.c.SignalWorkflow(ctx, h.WorkflowID, "", workflows.SignalReview, pasted); err != nil {
 			return "", err
 		}
-		filled := workflows.ReviewDecision{Decision: workflows.DecisionDelivered, ResourceID: "ticket-found", Reviewer: "ops", Note: "found it"}
-		if err := t.c.SignalWorkflow(ctx, h.WorkflowID, "", workflows.SignalReview, filled); err != nil {
-			return "", err
-		}
-		var res workflows.DeliveryResult
-		if err := t.c.GetWorkflow(ctx, h.WorkflowID, "").Get(ctx, &res); err != nil {
+		res, err := t.decided(ctx, h.WorkflowID, "ticket-found")
+		if err != nil {
 			return "", err
 		}
 		if res.Review == nil || res.Review.Ignored != 1 {
@@ -154,12 +150,8 @@ var trustScenarios = []trustScenario{
 		if i < 0 {
 			return "", fmt.Errorf("no ticket with key %s to name", h.Key)
 		}
-		found := workflows.ReviewDecision{Decision: workflows.DecisionDelivered, ResourceID: recs[i].TicketID, Reviewer: "ops", Note: "found it"}
-		if err := t.c.SignalWorkflow(ctx, h.WorkflowID, "", workflows.SignalReview, found); err != nil {
-			return "", err
-		}
-		var res workflows.DeliveryResult
-		if err := t.c.GetWorkflow(ctx, h.WorkflowID, "").Get(ctx, &res); err != nil {
+		res, err := t.decided(ctx, h.WorkflowID, recs[i].TicketID)
+		if err != nil {
 			return "", err
 		}
 		return h.WorkflowID, want(res.Status, workflows.StatusDeliveredByReview)
@@ -225,15 +217,23 @@ func retentionAfterHold(ctx context.Context, t *trustDriver) (string, error) {
 	if err := t.parkedWithOneTicket(ctx, h.Key, id); err != nil {
 		return "", err
 	}
-	found := workflows.ReviewDecision{Decision: workflows.DecisionDelivered, ResourceID: "ticket-found", Reviewer: "ops", Note: "found it"}
-	if err := t.c.SignalWorkflow(ctx, h.WorkflowID, "", workflows.SignalReview, found); err != nil {
-		return "", err
-	}
-	var res workflows.DeliveryResult
-	if err := t.c.GetWorkflow(ctx, h.WorkflowID, "").Get(ctx, &res); err != nil {
+	res, err := t.decided(ctx, h.WorkflowID, "ticket-found")
+	if err != nil {
 		return "", err
 	}
 	return h.WorkflowID, want(res.Status, workflows.StatusDeliveredByReview)
+}
+
+// decided signals ops's decision that the effect exists as resourceID,
+// as a reviewer who found it would, and waits for the delivery's end.
+func (t *trustDriver) decided(ctx context.Context, workflowID, resourceID string) (workflows.DeliveryResult, error) {
+	var res workflows.DeliveryResult
+	found := workflows.ReviewDecision{Decision: workflows.DecisionDelivered, ResourceID: resourceID, Reviewer: "ops", Note: "found it"}
+	if err := t.c.SignalWorkflow(ctx, workflowID, "", workflows.SignalReview, found); err != nil {
+		return res, err
+	}
+	err := t.c.GetWorkflow(ctx, workflowID, "").Get(ctx, &res)
+	return res, err
 }
 
 // until polls the delivery's status until ok.
