@@ -13,6 +13,7 @@ import (
 	"github.com/abde64c9/courier/gate"
 	"github.com/abde64c9/courier/lab"
 	"github.com/abde64c9/courier/lab/sandbox"
+	"github.com/abde64c9/courier/starter"
 	"github.com/abde64c9/courier/worker"
 	"github.com/abde64c9/courier/workflows"
 )
@@ -184,23 +185,12 @@ func TestLateStartPastKeyRetention(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const svc = "late"
-	s := newOpsStack(t, map[string]sandbox.Mode{svc: sandbox.ModeIgnoresKeys})
-	name := svc + "-" + s.run
-	s.deploy(destinations.Config{Destinations: map[string]destinations.Destination{name: s.dest(svc, retriesIn3s(8*time.Second))}})
-	w := s.startWorker()
-	require.NoError(t, s.sandbox.Inject(svc, closeAfterCommit(1)))
-
-	began := time.Now()
-	h, err := s.starter.Start(ctx, s.input(name, "late-start"))
-	require.NoError(t, err)
-	s.waitFor(ctx, h.Key, 30*time.Second, "retrying", func(st workflows.DeliveryStatus) bool { return st.State == workflows.StateRetryWait })
+	s, name, w := retentionStack(t, svc, 8*time.Second, nil)
+	began, h := s.retrying(ctx, name, "late-start")
 	w.Kill()
 	time.Sleep(time.Until(began.Add(13 * time.Second)))
 	s.startWorker()
-	st := s.waitFor(ctx, h.Key, time.Minute, "parked or finished", func(st workflows.DeliveryStatus) bool {
-		return st.State == workflows.StateAwaitingReview || st.Status != ""
-	})
-	require.Equal(t, workflows.StateAwaitingReview, st.State, "%s after %+v", st.Status, st.Attempts)
+	st := s.parked(ctx, h.Key)
 	require.Len(t, st.Attempts, 2, "%+v", st.Attempts)
 	require.Equal(t, contract.ClassUnknown, st.Attempts[0].Class)
 	require.Equal(t, contract.ClassNotSent, st.Attempts[1].Class)
@@ -210,7 +200,7 @@ func TestLateStartPastKeyRetention(t *testing.T) {
 	t.Logf("evidence: %s", st.Review.Evidence)
 	require.Equal(t, 1, s.effects(svc), "one ticket")
 
-	_, err = s.starter.Review(ctx, h.Key, workflows.ReviewDecision{Decision: workflows.DecisionAbandon, Reviewer: "ops", Note: "checked"})
+	_, err := s.starter.Review(ctx, h.Key, workflows.ReviewDecision{Decision: workflows.DecisionAbandon, Reviewer: "ops", Note: "checked"})
 	require.NoError(t, err)
 }
 
@@ -227,18 +217,9 @@ func TestHoldPastKeyRetention(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const svc = "heldlate"
-	s := newOpsStack(t, map[string]sandbox.Mode{svc: sandbox.ModeIgnoresKeys})
-	name := svc + "-" + s.run
-	*s.workflow = append(*s.workflow, gate.WorkflowID(name))
-	s.deploy(destinations.Config{Destinations: map[string]destinations.Destination{name: s.dest(svc, retriesIn3s(10*time.Second))}})
-	w := s.startWorker()
-	require.NoError(t, s.sandbox.Inject(svc, closeAfterCommit(1)))
-
-	began := time.Now()
-	h, err := s.starter.Start(ctx, s.input(name, "held-late"))
-	require.NoError(t, err)
-	s.waitFor(ctx, h.Key, 30*time.Second, "retrying", func(st workflows.DeliveryStatus) bool { return st.State == workflows.StateRetryWait })
-	_, err = s.starter.Pause(ctx, name, gate.PauseRequest{Reason: "partner maintenance", By: "alice"})
+	s, name, w := retentionStack(t, svc, 10*time.Second, gate.WorkflowID)
+	began, h := s.retrying(ctx, name, "held-late")
+	_, err := s.starter.Pause(ctx, name, gate.PauseRequest{Reason: "partner maintenance", By: "alice"})
 	require.NoError(t, err)
 	seesGate(t, w, name, gate.Paused)
 	s.waitFor(ctx, h.Key, 30*time.Second, "held", func(st workflows.DeliveryStatus) bool { return st.State == workflows.StatePaused })
@@ -246,10 +227,7 @@ func TestHoldPastKeyRetention(t *testing.T) {
 	_, err = s.starter.Resume(ctx, name, gate.ResumeRequest{By: "alice", Note: "maintenance over"})
 	require.NoError(t, err)
 
-	st := s.waitFor(ctx, h.Key, time.Minute, "parked or finished", func(st workflows.DeliveryStatus) bool {
-		return st.State == workflows.StateAwaitingReview || st.Status != ""
-	})
-	require.Equal(t, workflows.StateAwaitingReview, st.State, "%s after %+v", st.Status, st.Attempts)
+	st := s.parked(ctx, h.Key)
 	require.Len(t, st.Attempts, 1, "nothing sent after the hold: %+v", st.Attempts)
 	require.Equal(t, fmt.Sprintf("the send after attempt 1 was held (paused: partner maintenance (paused by alice)) until now; attempt 1 may have applied, "+
 		"and destination %q (dedup key) cannot deduplicate a send that would arrive after its key retention of 10s", name), st.Review.Evidence)
@@ -262,6 +240,45 @@ func TestHoldPastKeyRetention(t *testing.T) {
 	require.Equal(t, workflows.StatusCreated, st.Status, "the reviewer's retry is sent: %+v", st.Attempts)
 	require.Len(t, st.Attempts, 2)
 	require.Equal(t, 2, s.effects(svc), "the reviewer's retry made its effect at the service that ignores keys")
+}
+
+// retentionStack deploys destination svc-RUN, a key destination
+// (retriesIn3s) with this key retention whose service ignores keys,
+// standing in for the destination past its retention, and starts a
+// `courier worker` process; the service loses its first answer after the
+// commit. more, when set, names another workflow of the destination's to
+// clean up (its gate).
+func retentionStack(t *testing.T, svc string, retention time.Duration, more func(name string) string) (*opsStack, string, *lab.Worker) {
+	s := newOpsStack(t, map[string]sandbox.Mode{svc: sandbox.ModeIgnoresKeys})
+	name := svc + "-" + s.run
+	if more != nil {
+		*s.workflow = append(*s.workflow, more(name))
+	}
+	s.deploy(destinations.Config{Destinations: map[string]destinations.Destination{name: s.dest(svc, retriesIn3s(retention))}})
+	w := s.startWorker()
+	require.NoError(t, s.sandbox.Inject(svc, closeAfterCommit(1)))
+	return s, name, w
+}
+
+// retrying starts the delivery of id to dest and waits until its retry is
+// scheduled; began is just before the start.
+func (s *opsStack) retrying(ctx context.Context, dest, id string) (began time.Time, h starter.Handle) {
+	s.t.Helper()
+	began = time.Now()
+	h, err := s.starter.Start(ctx, s.input(dest, id))
+	require.NoError(s.t, err)
+	s.waitFor(ctx, h.Key, 30*time.Second, "retrying", func(st workflows.DeliveryStatus) bool { return st.State == workflows.StateRetryWait })
+	return began, h
+}
+
+// parked waits until the delivery parks or ends, and requires it parked.
+func (s *opsStack) parked(ctx context.Context, key string) workflows.DeliveryStatus {
+	s.t.Helper()
+	st := s.waitFor(ctx, key, time.Minute, "parked or finished", func(st workflows.DeliveryStatus) bool {
+		return st.State == workflows.StateAwaitingReview || st.Status != ""
+	})
+	require.Equal(s.t, workflows.StateAwaitingReview, st.State, "%s after %+v", st.Status, st.Attempts)
+	return st
 }
 
 // retriesIn3s is a key destination's contract with key_retention
