@@ -40,17 +40,12 @@ func TestRetryPastKeyRetention(t *testing.T) {
 		{"the key retention outlasts the retry: duplicate", lab.DestHelpdesk, time.Hour, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			env, err := NewEnv(t.TempDir())
-			require.NoError(t, err)
-			defer env.Close()
-			d := env.Config.Destinations[c.dest]
-			d.Contract.KeyRetention = contract.Duration(c.retention)
-			d.Contract.Retry.InitialInterval = contract.Duration(2 * time.Second)
-			d.Contract.Retry.MaxInterval = contract.Duration(2 * time.Second)
-			d.Contract.Retry.AttemptTimeout = contract.Duration(500 * time.Millisecond)
-			env.Config.Destinations[c.dest] = d
-			env.Activities = worker.NewActivities(nil, env.Config, env.Adapters)
-			env.Activities.Runs = noEarlierRuns{}
+			env := envWithContract(t, c.dest, func(k *contract.Contract) {
+				k.KeyRetention = contract.Duration(c.retention)
+				k.Retry.InitialInterval = contract.Duration(2 * time.Second)
+				k.Retry.MaxInterval = contract.Duration(2 * time.Second)
+				k.Retry.AttemptTimeout = contract.Duration(500 * time.Millisecond)
+			})
 			require.NoError(t, env.Inject(c.dest, closeAfterCommit(1)))
 
 			id := "retention-" + c.dest
@@ -58,7 +53,7 @@ func TestRetryPastKeyRetention(t *testing.T) {
 			out, err := TestEnv{Env: env}.Deliver(t.Context(), lab.Input(c.dest, id, lab.Ticket(id, "Move the workshop booking")),
 				func(st workflows.DeliveryStatus) *workflows.ReviewDecision {
 					parked = &st
-					recs, err := env.Sandbox.Records(lab.SandboxService(d))
+					recs, err := env.Sandbox.Records(lab.SandboxService(env.Config.Destinations[c.dest]))
 					require.NoError(t, err)
 					require.Len(t, recs, 1)
 					return &workflows.ReviewDecision{Decision: workflows.DecisionDelivered, ResourceID: recs[0].TicketID,
@@ -124,17 +119,12 @@ func TestNoSendPastKeyRetentionAfterUncertain(t *testing.T) {
 			status: workflows.StatusDuplicate, classes: []contract.Class{unknown, contract.ClassThrottled, contract.ClassThrottled, replayed}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			env, err := NewEnv(t.TempDir())
-			require.NoError(t, err)
-			defer env.Close()
-			d := env.Config.Destinations[c.dest]
-			d.Contract.KeyRetention = contract.Duration(c.retention)
-			d.Contract.Retry.InitialInterval = contract.Duration(100 * time.Millisecond)
-			d.Contract.Retry.AttemptTimeout = contract.Duration(500 * time.Millisecond)
-			d.Contract.Retry.Deadline = contract.Duration(time.Hour)
-			env.Config.Destinations[c.dest] = d
-			env.Activities = worker.NewActivities(nil, env.Config, env.Adapters)
-			env.Activities.Runs = noEarlierRuns{}
+			env := envWithContract(t, c.dest, func(k *contract.Contract) {
+				k.KeyRetention = contract.Duration(c.retention)
+				k.Retry.InitialInterval = contract.Duration(100 * time.Millisecond)
+				k.Retry.AttemptTimeout = contract.Duration(500 * time.Millisecond)
+				k.Retry.Deadline = contract.Duration(time.Hour)
+			})
 			for _, f := range c.faults {
 				require.NoError(t, env.Inject(c.dest, f))
 			}
@@ -144,7 +134,7 @@ func TestNoSendPastKeyRetentionAfterUncertain(t *testing.T) {
 			out, err := TestEnv{Env: env}.Deliver(t.Context(), lab.Input(c.dest, id, lab.Ticket(id, "Move the workshop booking")),
 				func(st workflows.DeliveryStatus) *workflows.ReviewDecision {
 					parked = append(parked, st)
-					recs, err := env.Sandbox.Records(lab.SandboxService(d))
+					recs, err := env.Sandbox.Records(lab.SandboxService(env.Config.Destinations[c.dest]))
 					require.NoError(t, err)
 					require.Len(t, recs, 1, "one ticket when parked")
 					return &workflows.ReviewDecision{Decision: c.decision, ResourceID: recs[0].TicketID, Reviewer: "ops", Note: "checked"}
@@ -240,6 +230,22 @@ func TestHoldPastKeyRetention(t *testing.T) {
 	require.Equal(t, workflows.StatusCreated, st.Status, "the reviewer's retry is sent: %+v", st.Attempts)
 	require.Len(t, st.Attempts, 2)
 	require.Equal(t, 2, s.effects(svc), "the reviewer's retry made its effect at the service that ignores keys")
+}
+
+// envWithContract is a test environment whose destination dest runs
+// under its contract changed by edit, on activities that find no earlier
+// runs; it closes with the test.
+func envWithContract(t *testing.T, dest string, edit func(*contract.Contract)) *Env {
+	t.Helper()
+	env, err := NewEnv(t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(env.Close)
+	d := env.Config.Destinations[dest]
+	edit(&d.Contract)
+	env.Config.Destinations[dest] = d
+	env.Activities = worker.NewActivities(nil, env.Config, env.Adapters)
+	env.Activities.Runs = noEarlierRuns{}
+	return env
 }
 
 // retentionStack deploys destination svc-RUN, a key destination
