@@ -117,11 +117,11 @@ func ExampleClient_Start() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(st.Status)
+	fmt.Println(st.Status, st.Operation.BusinessID)
 	// Output:
 	// workflow ID is delivery-<key>: true
 	// joined: true true
-	// created
+	// created example-003
 }
 
 // The "lossy" sandbox destination has no deduplication and loses the

@@ -5,6 +5,7 @@
 package starter
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -450,6 +451,10 @@ func (s *Client) Wait(ctx context.Context, key string) (workflows.DeliveryStatus
 	if out.State == workflows.StateAwaitingReview {
 		return s.Status(ctx, key)
 	}
+	// A brief answer leaves out what the delivery holds from its start (the
+	// operation) or its first park (keyed reviewers): the status read above
+	// has them.
+	out.Operation, out.KeyedReviewers = st.Operation, cmp.Or(out.KeyedReviewers, st.KeyedReviewers)
 	return out.DeliveryStatus, nil
 }
 

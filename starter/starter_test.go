@@ -335,3 +335,22 @@ func TestStatusCarriedOnce(t *testing.T) {
 	require.Contains(t, result, st.Receipt.ResourceID, "the run's result holds the receipt")
 
 }
+
+// TestWaitWhileRunning: Wait on a delivery still attempting answers
+// through the deliver update, whose brief answer the run's result
+// completes; the operation comes from the delivery as well.
+func TestWaitWhileRunning(t *testing.T) {
+	ctx := context.Background()
+	s := newStarter()
+	id, in := helpdeskTicket("wait", "Book the meeting room")
+	require.NoError(t, fx.env.Inject(lab.DestHelpdesk, sandbox.Fault{Kind: sandbox.FaultDelayAfterCommit, Delay: lab.CaseBudget.AttemptTimeout / 2}))
+	h, err := s.Start(ctx, in)
+	require.NoError(t, err)
+	st, err := s.Wait(ctx, h.Key)
+	require.NoError(t, err)
+	require.Equal(t, workflows.StatusCreated, st.Status)
+	require.Equal(t, in.Operation, st.Operation)
+	require.Len(t, st.Attempts, 1)
+	require.NotEmpty(t, st.Receipt.ResourceID)
+	require.Equal(t, 1, effects(t, lab.DestHelpdesk, id))
+}
