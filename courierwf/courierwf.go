@@ -80,7 +80,6 @@ func Deliver(ctx workflow.Context, in workflows.DeliveryInput) (workflows.Delive
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			workflows.StartSearchAttributes(in.Operation, req.Key)...),
-		Memo:          map[string]any{workflows.MemoFingerprint: req.Fingerprint},
 		StaticSummary: workflows.Summary(in.Operation),
 	})
 	var res workflows.DeliveryResult

@@ -133,9 +133,9 @@ func (s *Client) startOptions(in workflows.DeliveryInput, h Handle, reuse enumsp
 		WorkflowIDReusePolicy: reuse,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			workflows.StartSearchAttributes(in.Operation, h.Key)...),
-		// The memo tells the workflow the starter checked this run may send
-		// (its guard against a second run) and shows the web UI the payload.
-		Memo:          map[string]any{workflows.MemoFingerprint: h.Fingerprint},
+		// No memo: anything in it would be a claim any client can set, and
+		// the deliver update's validator compares the fingerprint the
+		// workflow derives itself.
 		StaticSummary: workflows.Summary(in.Operation),
 	}
 }

@@ -80,7 +80,6 @@ func TestTemporalCLIOnly(t *testing.T) {
 		args := append([]string{"workflow", "start", "-o", "json",
 			"--type", "Delivery", "--task-queue", "courier", "--workflow-id", wfID,
 			"--id-reuse-policy", "RejectDuplicate",
-			"--memo", `fingerprint="` + fingerprint + `"`,
 			"--input", input}, extra...)
 		out, errOut, err := temporalCLI(t, args...)
 		if err != nil {
@@ -104,19 +103,8 @@ func TestTemporalCLIOnly(t *testing.T) {
 	require.Error(t, err)
 	require.Contains(t, errOut, "already")
 
-	// What a second caller reads to decide between join and conflict.
-	out, errOut, err := temporalCLI(t, "workflow", "describe", "--workflow-id", wfID, "-o", "json")
-	require.NoError(t, err, errOut)
-	var desc struct {
-		WorkflowExecutionInfo struct {
-			Memo struct {
-				Fields map[string]json.RawMessage `json:"fields"`
-			} `json:"memo"`
-		} `json:"workflowExecutionInfo"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(out), &desc), out)
-	require.JSONEq(t, `"`+fingerprint+`"`, string(desc.WorkflowExecutionInfo.Memo.Fields["fingerprint"]), out)
-
+	// What a second caller reads to decide between join and conflict: the
+	// fingerprint the workflow derived, from its status.
 	var st workflows.DeliveryStatus
 	require.Eventually(t, func() bool {
 		out, errOut, err := temporalCLI(t, "workflow", "query", "--workflow-id", wfID, "--name", "status", "-o", "json")
@@ -134,7 +122,7 @@ func TestTemporalCLIOnly(t *testing.T) {
 	require.Contains(t, st.Review.Evidence, `destination "legacy" (dedup none) cannot deduplicate a retry`)
 
 	// The update refuses a decision it cannot act on, with the reason.
-	out, errOut, err = temporalCLI(t, "workflow", "update", "execute", "--workflow-id", wfID, "--name", "review",
+	out, errOut, err := temporalCLI(t, "workflow", "update", "execute", "--workflow-id", wfID, "--name", "review",
 		"--input", `{"decision":"delivered","reviewer":"alice","note":"found it"}`)
 	require.Error(t, err)
 	require.Contains(t, out+errOut, "resource_id: required with decision delivered")

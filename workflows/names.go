@@ -37,10 +37,6 @@ const (
 	// every caller of one operation and payload waits on one update.
 	UpdateDeliverIDPrefix = "deliver-"
 
-	// MemoFingerprint holds the payload fingerprint so a second start of the
-	// same operation can be compared without reading history.
-	MemoFingerprint = "fingerprint"
-
 	// ErrInvalidReview is the error type of a review update the workflow refused.
 	ErrInvalidReview = "InvalidReview"
 	// ErrNotDelivered is the error type of a delivery that ended without an

@@ -507,7 +507,7 @@ func TestSecondRunNeverSendsBlind(t *testing.T) {
 		second, err := s.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 			ID: workflows.WorkflowID(first.Key), TaskQueue: workflows.TaskQueue,
 			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-			Memo:                  map[string]any{workflows.MemoFingerprint: first.Fingerprint},
+			Memo:                  map[string]any{"fingerprint": first.Fingerprint}, // as earlier starters set it
 			TypedSearchAttributes: temporal.NewSearchAttributes(
 				workflows.OperationSearchAttributes(in.Operation, first.Key, workflows.StateDelivering)...),
 		}, workflows.WorkflowType, in)

@@ -196,7 +196,6 @@ class Courier {
       args: [{ ...op, payload }],
       workflowIdConflictPolicy: 'USE_EXISTING',
       workflowIdReusePolicy: 'REJECT_DUPLICATE',
-      memo: fp ? { fingerprint: fp } : undefined,
     });
     const out = { key: k, workflow_id: workflowId, fingerprint: fp || '', update_id: updateId, caller };
     // A joined delivery that had delivered is this caller's duplicate.
