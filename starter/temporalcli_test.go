@@ -191,40 +191,51 @@ func TestCreateSearchAttributes(t *testing.T) {
 }
 
 // TestTemporalCLIStartAsDocumented runs docs/protocol.md's full start
-// command (memo, search attributes, summary) and its list command.
+// command (search attributes, summary) and its list command for created
+// deliveries; and the start earlier callers sent (with CourierState
+// delivering and a memo), whose delivery publishes created itself.
 func TestTemporalCLIStartAsDocumented(t *testing.T) {
-	id := uniqueID("cli-documented")
-	key := keyFromSpec("acme", "helpdesk", "create-ticket", id)
-	payload := `{"request_id":"` + id + `","subject":"Move the workshop booking"}`
-	sum := sha256.Sum256([]byte(payload))
-	out, errOut, err := temporalCLI(t, "workflow", "start",
-		"--type", "Delivery", "--task-queue", "courier",
-		"--workflow-id", "delivery-"+key,
-		"--id-reuse-policy", "RejectDuplicate",
-		"--memo", `fingerprint="`+hex.EncodeToString(sum[:])+`"`,
-		"--search-attribute", `CourierKey="`+key+`"`,
-		"--search-attribute", `CourierDestination="helpdesk"`,
-		"--search-attribute", `CourierOperation="create-ticket"`,
-		"--search-attribute", `CourierBusinessID="`+id+`"`,
-		"--search-attribute", `CourierState="delivering"`,
-		"--static-summary", "create-ticket → helpdesk · "+id+" (acme)",
-		"--input", `{"tenant":"acme","destination":"helpdesk","operation":"create-ticket","business_id":"`+id+`","payload":`+payload+`}`)
-	require.NoError(t, err, "%s%s", out, errOut)
+	for _, tc := range []struct {
+		name, created string
+		earlier       []string
+	}{
+		{"documented", `(CourierState = "created" OR (CourierState IS NULL AND ExecutionStatus = "Completed"))`, nil},
+		{"earlier", `CourierState = "created"`, []string{"--search-attribute", `CourierState="delivering"`, "--memo", `fingerprint="claimed"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id := uniqueID("cli-" + tc.name)
+			key := keyFromSpec("acme", "helpdesk", "create-ticket", id)
+			payload := `{"request_id":"` + id + `","subject":"Move the workshop booking"}`
+			args := append([]string{"workflow", "start",
+				"--type", "Delivery", "--task-queue", "courier",
+				"--workflow-id", "delivery-" + key,
+				"--id-reuse-policy", "RejectDuplicate",
+				"--search-attribute", `CourierKey="` + key + `"`,
+				"--search-attribute", `CourierDestination="helpdesk"`,
+				"--search-attribute", `CourierOperation="create-ticket"`,
+				"--search-attribute", `CourierBusinessID="` + id + `"`,
+				"--static-summary", "create-ticket → helpdesk · " + id + " (acme)",
+				"--input", `{"tenant":"acme","destination":"helpdesk","operation":"create-ticket","business_id":"` + id + `","payload":` + payload + `}`},
+				tc.earlier...)
+			out, errOut, err := temporalCLI(t, args...)
+			require.NoError(t, err, "%s%s", out, errOut)
 
-	out, errOut, err = temporalCLI(t, "workflow", "result", "--workflow-id", "delivery-"+key, "-o", "json")
-	require.NoError(t, err, errOut)
-	var res struct {
-		Result workflows.DeliveryResult `json:"result"`
+			out, errOut, err = temporalCLI(t, "workflow", "result", "--workflow-id", "delivery-"+key, "-o", "json")
+			require.NoError(t, err, errOut)
+			var res struct {
+				Result workflows.DeliveryResult `json:"result"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(out), &res), out)
+			require.Equal(t, workflows.StatusCreated, res.Result.Status)
+
+			require.Eventually(t, func() bool {
+				out, errOut, err := temporalCLI(t, "workflow", "list", "-o", "json",
+					"--query", `WorkflowType = "Delivery" AND `+tc.created+` AND CourierBusinessID = "`+id+`"`)
+				require.NoError(t, err, errOut)
+				return strings.Contains(out, "delivery-"+key)
+			}, 30*time.Second, 300*time.Millisecond)
+		})
 	}
-	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
-	require.Equal(t, workflows.StatusCreated, res.Result.Status)
-
-	require.Eventually(t, func() bool {
-		out, errOut, err := temporalCLI(t, "workflow", "list", "-o", "json",
-			"--query", `WorkflowType = "Delivery" AND CourierState = "created" AND CourierBusinessID = "`+id+`"`)
-		require.NoError(t, err, errOut)
-		return strings.Contains(out, "delivery-"+key)
-	}, 30*time.Second, 300*time.Millisecond)
 }
 
 // deliverWithCLI runs docs/protocol.md's one-call delivery: Update-with-Start
@@ -234,7 +245,6 @@ func deliverWithCLI(t *testing.T, wfID, input, fingerprint string) (settled work
 	out, errOut, err := temporalCLI(t, "workflow", "execute-update-with-start", "-o", "json",
 		"--type", "Delivery", "--task-queue", "courier", "--workflow-id", wfID,
 		"--id-conflict-policy", "UseExisting", "--id-reuse-policy", "RejectDuplicate",
-		"--memo", `fingerprint="`+fingerprint+`"`,
 		"--input", input,
 		"--update-name", "deliver", "--update-id", "deliver-"+fingerprint,
 		"--update-input", `{"fingerprint":"`+fingerprint+`"}`)
